@@ -1,0 +1,144 @@
+"""Small helpers shared by the checks: array formatting, shape and value comparisons,
+and the diagnosis of a wrong value by the alternative formulas a fault would produce."""
+
+import numpy as np
+
+from ..core import Fail, call, call_watching_inputs
+
+
+def fmt(a, precision=4):
+    """Short text of an array or scalar for a student-facing message."""
+    try:
+        arr = np.asarray(a)
+    except Exception:
+        return repr(a)[:200]
+    if arr.dtype == object:
+        return repr(a)[:200]
+    return np.array2string(arr, precision=precision, threshold=30, max_line_width=90,
+                           suppress_small=True, separator=", ")
+
+
+def as_array(value, what):
+    """``value`` as an ndarray, or ``Fail('wrong-shape')`` if it is not array-like.
+
+    Only real ``numpy.ndarray`` instances (and their base class view of subclasses) are
+    accepted; lists and scalars are converted.
+    """
+    if isinstance(value, np.ndarray):
+        return np.asarray(value).view(np.ndarray)
+    if isinstance(value, (list, tuple, float, int, bool, np.generic)):
+        try:
+            return np.asarray(value)
+        except Exception:
+            pass
+    raise Fail("wrong-shape", f"{what} should be a NumPy array, got {type(value).__name__}.")
+
+
+def unpack(value, n, what):
+    """Check that ``value`` is a tuple/list of ``n`` items and return it as a tuple."""
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        kind = f"a {type(value).__name__}"
+        if isinstance(value, (tuple, list)):
+            kind += f" of {len(value)} items"
+        raise Fail("wrong-shape", f"{what} should return a tuple of {n} items, got {kind}.")
+    return tuple(value)
+
+
+def expect_shape(arr, shape, what):
+    """``Fail('wrong-shape')`` unless ``arr.shape == shape``."""
+    if tuple(arr.shape) != tuple(shape):
+        raise Fail("wrong-shape", f"{what} has shape {tuple(arr.shape)}, expected "
+                                  f"{tuple(shape)}.")
+
+
+def allclose(a, b, rtol=1e-6, atol=1e-9):
+    """Shape-aware closeness with NaN never equal to anything."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    try:
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    except (TypeError, ValueError):
+        return False
+    return bool(np.all(np.isfinite(a64) == np.isfinite(b64))
+                and np.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=False))
+
+
+def worst_difference(received, expected):
+    """Text naming the entry where ``received`` and ``expected`` differ most."""
+    r = np.asarray(received, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if r.shape != e.shape:
+        return f"shape {r.shape} instead of {e.shape}"
+    if r.size == 0:
+        return "empty arrays"
+    bad = ~np.isfinite(r) & np.isfinite(e)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+    else:
+        index = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(np.abs(r - e))), r.shape))
+    return f"at index {index}: got {r[index]:.6g}, expected {e[index]:.6g}"
+
+
+def diagnose(received, candidates, default_fault, rtol=1e-6, atol=1e-9):
+    """Pick the fault whose alternative formula reproduces ``received``.
+
+    Args:
+        received: the student's (wrong) value.
+        candidates: list of ``(fault, value, explanation)``: what a given mistake would
+            return on the same input, computed from the mathematics.
+        default_fault: fault id when no candidate matches.
+
+    Returns:
+        ``(fault, explanation or "")``.
+    """
+    for fault, value, explanation in candidates:
+        if value is not None and allclose(received, value, rtol=rtol, atol=atol):
+            return fault, explanation
+    return default_fault, ""
+
+
+def dtype_check(fn, make_args, outputs, what):
+    """The float32-in, float32-out check shared by the array functions.
+
+    Args:
+        fn: the student's function.
+        make_args: callable ``dtype -> (args, kwargs)`` building float32 inputs.
+        outputs: callable ``result -> list of (label, array)`` selecting the outputs.
+        what: the function's name.
+    """
+    args, kwargs = make_args(np.float32)
+    result = call(fn, *args, **kwargs)
+    for label, value in outputs(result):
+        arr = as_array(value, f"{what}: {label}")
+        if arr.dtype != np.float32:
+            raise Fail("dtype-changed", f"{what} with float32 inputs returned {label} of dtype "
+                                        f"{arr.dtype}; it must stay float32 (NumPy's result "
+                                        f"type of the inputs). Likely cause: a float64 "
+                                        f"constant such as np.sqrt(d) or np.float64(...) or "
+                                        f"an explicit astype.")
+
+
+def mutation_check(fn, args, kwargs, what, names):
+    """Fail with ``input-mutated`` if ``fn`` modifies any of its arguments.
+
+    Args:
+        names: list of the positional arguments' names, for the message.
+    """
+    _, modified = call_watching_inputs(fn, *args, **kwargs)
+    if modified:
+        labels = []
+        for m in modified:
+            if m.startswith("argument "):
+                i = int(m.split()[1]) - 1
+                labels.append(names[i] if i < len(names) else m)
+            else:
+                labels.append(m)
+        raise Fail("input-mutated", f"{what} modified its argument(s) {', '.join(labels)} in "
+                                    f"place. Work on new arrays (x = x - m, not x -= m) so "
+                                    f"the caller's data stays intact.")
+
+
+def rng(seed):
+    """The graders' random generator: fixed seeds, independent of the student's."""
+    return np.random.default_rng(seed)

@@ -1,0 +1,116 @@
+"""What attention computes under each mistake that SPEC section 5 names.
+
+Pass or fail is always decided against the contract; these variants only *name* a failure:
+when a student's output equals what, say, a mask applied after the softmax would give on
+the same input, the failure is reported as ``mask-after-softmax``. Each variant is a
+one-line change of the mathematics, built from the reference pieces.
+"""
+
+import math
+
+import numpy as np
+
+from solutions import attention as ref
+
+
+def sdpa_variant(Q, K, V, mask=None, scale=True, bug=None):
+    """Scaled dot-product attention with one named mistake.
+
+    Args:
+        bug: None (correct), ``"no-scale"``, ``"scale-by-d"`` (``1/d_k``),
+            ``"axis"`` (softmax over the queries), ``"mask-after"`` (zero after the
+            softmax), ``"mask-inverted"``, ``"mask-transposed"``, ``"mask-ignored"``,
+            ``"scale-ignored"`` (scaled even when ``scale=False``).
+
+    Returns:
+        ``(out, weights)``, or ``(None, None)`` when the variant does not apply.
+    """
+    d_k = Q.shape[-1]
+    S = Q @ np.swapaxes(K, -1, -2)
+    if (scale and bug not in ("no-scale", "scale-by-d")) or bug == "scale-ignored":
+        S = S / math.sqrt(d_k)
+    elif scale and bug == "scale-by-d":
+        S = S / d_k
+    m = None if mask is None else np.asarray(mask, dtype=bool)
+    if m is not None and bug == "mask-inverted":
+        m = ~m
+    if m is not None and bug == "mask-transposed":
+        if m.shape[-1] != m.shape[-2]:
+            return None, None
+        m = np.swapaxes(m, -1, -2)
+    if m is not None and bug not in ("mask-after", "mask-ignored"):
+        S = np.where(m, S, -np.inf)
+    P = ref.softmax(S, axis=-2 if bug == "axis" else -1)
+    if m is not None and bug == "mask-after":
+        P = np.where(m, P, 0.0)
+    return P @ V, P
+
+
+SDPA_FAULTS = [
+    ("no-scale", "missing-scale", "the scores were not divided by sqrt(d_k)"),
+    ("scale-by-d", "missing-scale", "the scores were divided by d_k instead of sqrt(d_k)"),
+    ("axis", "softmax-wrong-axis", "the softmax normalised over the queries (axis -2) "
+                                   "instead of the keys (axis -1)"),
+    ("mask-after", "mask-after-softmax", "the weights were zeroed after the softmax; masked "
+                                         "scores must be set to -inf before it"),
+    ("mask-inverted", "mask-inverted", "True was read as 'blocked'; True means 'may attend'"),
+    ("mask-transposed", "mask-wrong-axis", "the mask was applied transposed (rows are "
+                                           "queries, columns keys)"),
+    ("mask-ignored", "padding-ignored", "the mask was not applied at all"),
+    ("scale-ignored", "missing-scale", "the scale flag was ignored: scale=False must drop "
+                                       "the 1/sqrt(d_k) factor"),
+]
+
+
+def _wrong_split(M, h):
+    B, T, d = M.shape
+    return M.reshape(B, h, T, d // h)  # reshape straight to (B, h, T, d_h): heads mixed
+
+
+def _wrong_merge(M):
+    B, h, T, d_h = M.shape
+    return M.reshape(B, T, h * d_h)  # reshape before moving the head axis back
+
+
+def mha_variant(X, Ws, n_heads, mask=None, biases=None, scale=True, bug=None):
+    """Multi-head self-attention (optionally with biases) with one named mistake.
+
+    Args:
+        X: ``(B, T, d)``; Ws: ``(W_Q, W_K, W_V, W_O)``; biases: None or
+            ``(b_Q, b_K, b_V, b_O)``; mask: None, ``(T, T)`` or ``(B, T, T)``.
+        bug: None, one of ``sdpa_variant``'s bugs, or ``"scale-by-sqrt-d"``,
+            ``"wrong-split"``, ``"wrong-merge"``, ``"wrong-split-merge"``.
+
+    Returns:
+        ``(Y, weights)`` or ``(None, None)``.
+    """
+    W_Q, W_K, W_V, W_O = Ws
+    b = biases if biases is not None else (0.0, 0.0, 0.0, 0.0)
+    split = _wrong_split if bug in ("wrong-split", "wrong-split-merge") else ref.split_heads
+    merge = _wrong_merge if bug in ("wrong-merge", "wrong-split-merge") else ref.merge_heads
+    Q, K, V = (split(X @ W + bb, n_heads) for W, bb in ((W_Q, b[0]), (W_K, b[1]), (W_V, b[2])))
+    m = None
+    if mask is not None:
+        m = np.asarray(mask, dtype=bool)
+        if m.ndim == 3:
+            m = m[:, None]
+    sdpa_bug = bug if bug not in ("scale-by-sqrt-d", "wrong-split", "wrong-merge",
+                                  "wrong-split-merge") else None
+    if bug == "scale-by-sqrt-d":
+        Q = Q * math.sqrt(Q.shape[-1]) / math.sqrt(X.shape[-1])
+    out, P = sdpa_variant(Q, K, V, m, scale=scale, bug=sdpa_bug)
+    if out is None:
+        return None, None
+    return merge(out) @ W_O + b[3], P
+
+
+MHA_FAULTS = SDPA_FAULTS + [
+    ("scale-by-sqrt-d", "missing-scale", "the scores were divided by sqrt(d) instead of "
+                                         "sqrt(d_h), the width of one head"),
+    ("wrong-split", "head-order", "split_heads reshaped straight to (B, h, T, d_h) instead "
+                                  "of (B, T, h, d_h) then transposing"),
+    ("wrong-merge", "head-order", "the heads were merged by reshaping before moving the "
+                                  "head axis back"),
+    ("wrong-split-merge", "head-order", "reshape and transpose were done in the wrong order "
+                                        "in both split and merge"),
+]

@@ -1,0 +1,296 @@
+"""Checks of ``scaled_dot_product_attention`` and ``multi_head_attention`` (SPEC sections
+1-2; traps 1-6). Both run with the reference ``softmax``, ``split_heads`` and
+``merge_heads`` in place of the student's (fault isolation, ``core.isolate``)."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from solutions import attention as ref
+
+from .. import strategies as S
+from ..core import Fail, call, check
+from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
+                    mutation_check, rng, unpack, worst_difference)
+from ._variants import MHA_FAULTS, SDPA_FAULTS, mha_variant, sdpa_variant
+
+SDPA = "scaled_dot_product_attention"
+MHA = "multi_head_attention"
+
+
+def _call_sdpa(fn, Q, K, V, mask=None, scale=True, label=None):
+    kwargs = {"scale": scale}
+    if mask is not None:
+        kwargs["mask"] = mask
+    label = label or SDPA
+    out, weights = unpack(call(fn, Q, K, V, **kwargs), 2, label)
+    return as_array(out, f"{label}: out"), as_array(weights, f"{label}: weights")
+
+
+def _sdpa_fail(out, weights, Q, K, V, mask, scale, what, default="other", rtol=1e-6):
+    """Raise a Fail naming the mistake that reproduces the student's weights/output."""
+    expected_out, expected_w = ref.scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale)
+    candidates = []
+    for bug, fault, why in SDPA_FAULTS:
+        alt_out, alt_w = sdpa_variant(Q, K, V, mask, scale, bug)
+        if alt_w is not None and weights.shape == alt_w.shape and allclose(weights, alt_w, rtol):
+            candidates.append((fault, weights, why))
+            break
+    fault, why = diagnose(weights, candidates, default)
+    wrong_w = not allclose(weights, expected_w, rtol=rtol, atol=1e-9)
+    label, got, exp = ("weights", weights, expected_w) if wrong_w else ("out", out, expected_out)
+    raise Fail(fault, f"{what}: the {label} differ from the definition "
+                      f"({worst_difference(got, exp)}). Q has shape {Q.shape}, K {K.shape}, "
+                      f"V {V.shape}" + ("" if mask is None else f", mask {np.shape(mask)}")
+                      + f", scale={scale}."
+                      + (f" Likely cause: {why}." if why else
+                         " Check S = Q K^T / sqrt(d_k), P = softmax(S) over the keys, out = P V."))
+
+
+def _expect_sdpa(fn, Q, K, V, mask=None, scale=True, what=SDPA, rtol=1e-6):
+    out, weights = _call_sdpa(fn, Q, K, V, mask, scale)
+    batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    T_q, T_k, d_v = Q.shape[-2], K.shape[-2], V.shape[-1]
+    expect_shape(out, batch + (T_q, d_v), f"{what}: out")
+    expect_shape(weights, batch + (T_q, T_k), f"{what}: weights")
+    expected_out, expected_w = ref.scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale)
+    if not (allclose(weights, expected_w, rtol=rtol, atol=1e-9)
+            and allclose(out, expected_out, rtol=rtol, atol=1e-9)):
+        _sdpa_fail(out, weights, Q, K, V, mask, scale, what, rtol=rtol)
+    return out, weights
+
+
+def _qkv(seed, batch, T_q, T_k, d_k, d_v, dtype=np.float64, spread=1.0):
+    r = rng(seed)
+    Q = (r.normal(size=batch + (T_q, d_k)) * spread).astype(dtype)
+    K = (r.normal(size=batch + (T_k, d_k)) * spread).astype(dtype)
+    V = r.normal(size=batch + (T_k, d_v)).astype(dtype)
+    return Q, K, V
+
+
+@check(SDPA, "matches softmax(Q K^T / sqrt(d_k)) V on random shapes (T_q != T_k, 0-2 batch axes)")
+def sdpa_matches_definition(fn):
+    @S.SETTINGS
+    @given(shape=S.attention_shapes(), data=st.data())
+    def prop(shape, data):
+        batch, T_q, T_k, d_k, d_v = shape
+        Q = data.draw(S.float_arrays(batch + (T_q, d_k), np.float64, 3.0), label="Q")
+        K = data.draw(S.float_arrays(batch + (T_k, d_k), np.float64, 3.0), label="K")
+        V = data.draw(S.float_arrays(batch + (T_k, d_v), np.float64, 3.0), label="V")
+        _expect_sdpa(fn, Q, K, V)
+
+    prop()
+
+
+@check(SDPA, "weights: every row sums to 1 over the keys, out = weights @ V")
+def sdpa_rows_sum_to_one(fn):
+    Q, K, V = _qkv(10, (2,), 3, 6, 4, 5, spread=2.0)  # T_q = 3 queries, T_k = 6 keys
+    out, weights = _call_sdpa(fn, Q, K, V)
+    expect_shape(weights, (2, 3, 6), f"{SDPA}: weights for Q (2, 3, 4), K (2, 6, 4)")
+    sums = weights.sum(axis=-1)
+    if not allclose(sums, np.ones_like(sums), atol=1e-9):
+        fault = "softmax-wrong-axis" if allclose(weights.sum(axis=-2), np.ones((2, 6)),
+                                                 atol=1e-9) else "other"
+        raise Fail(fault, f"{SDPA}: the rows of the weights (one per query) sum to\n"
+                          f"{fmt(sums)}\ninstead of 1 (Q (2, 3, 4), K (2, 6, 4))."
+                          + (" Likely cause: the softmax normalised over the queries (axis -2); "
+                             "it must run over the keys (axis -1)." if fault != "other" else ""))
+    expect_shape(out, (2, 3, 5), f"{SDPA}: out")
+    if not allclose(out, weights @ V, atol=1e-9):
+        raise Fail("other", f"{SDPA}: out is not weights @ V ({worst_difference(out, weights @ V)}).")
+
+
+@check(SDPA, "causal mask: masked weights are exactly 0 and rows still sum to 1")
+def sdpa_causal_mask(fn):
+    Q, K, V = _qkv(11, (2,), 5, 5, 4, 3, spread=1.5)
+    mask = ref.causal_mask(5)
+    out, weights = _call_sdpa(fn, Q, K, V, mask)
+    expect_shape(weights, (2, 5, 5), f"{SDPA}: weights")
+    leak = np.abs(np.where(mask, 0.0, weights)).max()
+    sums = weights.sum(axis=-1)
+    if leak != 0 or not allclose(sums, np.ones_like(sums), atol=1e-9) or not allclose(
+            out, ref.scaled_dot_product_attention(Q, K, V, mask)[0], atol=1e-9):
+        try:
+            _sdpa_fail(out, weights, Q, K, V, mask, True, f"{SDPA} with a causal (5, 5) mask")
+        except Fail as failure:
+            detail = (f"\nRow sums: {fmt(sums[0])}; largest weight on a masked (future) key: "
+                      f"{leak:.3g}.")
+            raise Fail(failure.fault, failure.message + detail) from None
+
+
+@check(SDPA, "padding mask broadcast over a batch: padded keys get weight 0")
+def sdpa_padding_mask(fn):
+    Q, K, V = _qkv(12, (3, 2), 4, 6, 4, 3, spread=1.5)  # (B, h, T_q, d), keys T_k = 6
+    mask = ref.padding_mask([6, 3, 1], 6)[:, None, None, :]  # (B, 1, 1, T_k)
+    _expect_sdpa(fn, Q, K, V, mask, what=f"{SDPA} with a (3, 1, 1, 6) padding mask")
+
+
+@check(SDPA, "padding invariance: padded keys with arbitrary content change nothing")
+def sdpa_padding_invariance(fn):
+    Q, K, V = _qkv(13, (2,), 4, 3, 4, 3)
+    r = rng(14)
+    K_pad = np.concatenate([K, r.normal(size=(2, 2, 4)) * 50], axis=-2)  # 2 garbage keys
+    V_pad = np.concatenate([V, r.normal(size=(2, 2, 3)) * 1e3], axis=-2)
+    mask = np.array([True, True, True, False, False])
+    base_out, base_w = _call_sdpa(fn, Q, K, V)
+    pad_out, pad_w = _call_sdpa(fn, Q, K_pad, V_pad, mask)
+    expect_shape(pad_out, base_out.shape, f"{SDPA}: out with padded keys")
+    if not allclose(pad_out, base_out, rtol=1e-6, atol=1e-9):
+        fault, why = "padding-ignored", "the padded keys still receive weight"
+        expect_shape(pad_w, (2, 4, 5), f"{SDPA}: weights with padded keys")
+        if np.abs(pad_w[..., 3:]).max() == 0 and not allclose(pad_w.sum(-1), 1.0):
+            fault, why = "mask-after-softmax", ("the padded keys' weights were zeroed after "
+                                                "the softmax, so the real keys' weights no "
+                                                "longer sum to 1")
+        elif allclose(pad_w[..., :3], 0.0):
+            fault, why = "mask-inverted", "only the padded keys got weight: True means 'may attend'"
+        raise Fail(fault, f"{SDPA}: appending 2 padded keys (mask [T, T, T, F, F]) with large "
+                          f"arbitrary K and V changed the outputs of the real positions "
+                          f"({worst_difference(pad_out, base_out)}). Likely cause: {why}.")
+
+
+@check(SDPA, "a fully masked row gives zero weights and a zero output, never NaN")
+def sdpa_empty_row(fn):
+    Q, K, V = _qkv(15, (), 3, 4, 2, 2)
+    mask = np.array([[True, False, True, True], [False, False, False, False],
+                     [True, True, True, True]])
+    out, weights = _call_sdpa(fn, Q, K, V, mask)
+    expected_out, expected_w = ref.scaled_dot_product_attention(Q, K, V, mask)
+    expect_shape(weights, (3, 4), f"{SDPA}: weights")
+    if not (allclose(weights, expected_w, atol=1e-12) and allclose(out, expected_out, atol=1e-12)):
+        row_w, row_o = weights[1], as_array(out, "out")[1]
+        if np.isnan(row_w).any() or np.isnan(row_o).any() or not allclose(row_w, 0.0) \
+                or not allclose(row_o, 0.0):
+            raise Fail("nan-on-empty-row",
+                       f"{SDPA}: query 1 may attend to no key (its mask row is all False); its "
+                       f"weights are {fmt(row_w)} and its output {fmt(row_o)}, expected all "
+                       f"zeros. Likely cause: a -inf-only row gives NaN in the softmax, or a "
+                       f"large negative fill (-1e9) gives uniform weights.")
+        _sdpa_fail(out, weights, Q, K, V, mask, True, f"{SDPA} with one fully masked row")
+
+
+@check(SDPA, "no overflow or NaN when the scores reach 1e4")
+def sdpa_large_scores(fn):
+    Q = np.array([[[100.0, 0.0], [-80.0, 60.0]]])
+    K = np.array([[[100.0, 10.0], [-100.0, 0.0], [50.0, 50.0]]])
+    V = rng(16).normal(size=(1, 3, 2))
+    out, weights = _call_sdpa(fn, Q, K, V)
+    expected_out, expected_w = ref.scaled_dot_product_attention(Q, K, V)
+    if not (np.all(np.isfinite(weights)) and np.all(np.isfinite(out))):
+        raise Fail("unstable-softmax", f"{SDPA}: with scores of order 1e4 (Q =\n{fmt(Q[0])}, "
+                                       f"K =\n{fmt(K[0])}) the weights are\n{fmt(weights)}: "
+                                       f"exp overflowed. Likely cause: a softmax inside the "
+                                       f"function that does not subtract the row maximum.")
+    if not (allclose(weights, expected_w, atol=1e-9) and allclose(out, expected_out, atol=1e-9)):
+        _sdpa_fail(out, weights, Q, K, V, None, True, f"{SDPA} with scores of order 1e4")
+
+
+@check(SDPA, "scale=False drops the 1/sqrt(d_k) factor")
+def sdpa_scale_flag(fn):
+    Q, K, V = _qkv(17, (2,), 3, 4, 8, 2)
+    _expect_sdpa(fn, Q, K, V, scale=False, what=f"{SDPA}(..., scale=False)")
+
+
+@check(SDPA, "float32 in, float32 out")
+def sdpa_keeps_float32(fn):
+    dtype_check(fn, lambda dt: (_qkv(18, (2,), 3, 4, 4, 2, dt), {"mask": ref.causal_mask(4)[:3]}),
+                lambda res: list(zip(("out", "weights"), unpack(res, 2, SDPA))), SDPA)
+
+
+@check(SDPA, "does not modify Q, K, V or the mask")
+def sdpa_no_mutation(fn):
+    Q, K, V = _qkv(19, (2,), 4, 4, 3, 2)
+    mutation_check(fn, (Q, K, V), {"mask": ref.causal_mask(4)}, SDPA, ["Q", "K", "V"])
+
+
+# --- multi_head_attention ---------------------------------------------------------------
+
+
+def _mha_inputs(seed, B=2, T=4, d=8, dtype=np.float64):
+    r = rng(seed)
+    X = r.normal(size=(B, T, d)).astype(dtype)
+    Ws = [(r.normal(size=(d, d)) / np.sqrt(d) * 1.5).astype(dtype) for _ in range(4)]
+    return X, Ws
+
+
+def _expect_mha(fn, X, Ws, h, mask=None, what=MHA):
+    kwargs = {} if mask is None else {"mask": mask}
+    Y, weights = unpack(call(fn, X, *Ws, h, **kwargs), 2, what)
+    Y, weights = as_array(Y, f"{what}: Y"), as_array(weights, f"{what}: weights")
+    B, T, d = X.shape
+    expect_shape(Y, (B, T, d), f"{what}: Y")
+    expect_shape(weights, (B, h, T, T), f"{what}: weights")
+    exp_Y, exp_w = ref.multi_head_attention(X, *Ws, h, mask=mask)
+    if allclose(Y, exp_Y, atol=1e-9) and allclose(weights, exp_w, atol=1e-9):
+        return Y, weights
+    candidates = []
+    for bug, fault, why in MHA_FAULTS:
+        alt_Y, alt_w = mha_variant(X, Ws, h, mask, bug=bug)
+        if alt_Y is not None and allclose(Y, alt_Y, atol=1e-9):
+            candidates.append((fault, Y, why))
+            break
+    fault, why = diagnose(Y, candidates, "other")
+    if fault == "other" and not allclose(weights, exp_w, atol=1e-9):
+        sums = weights.sum(axis=-1)
+        if not allclose(sums[(sums > 0)], 1.0):
+            fault, why = "mask-after-softmax" if mask is not None else "other", (
+                "the rows of the weights do not sum to 1")
+    label, got, exp = ("Y", Y, exp_Y) if not allclose(Y, exp_Y, atol=1e-9) else (
+        "weights", weights, exp_w)
+    raise Fail(fault, f"{what}: {label} differs from the definition "
+                      f"({worst_difference(got, exp)}); X has shape {X.shape}, n_heads = {h}"
+                      + ("" if mask is None else f", mask of shape {np.shape(mask)}") + "."
+                      + (f" Likely cause: {why}." if why else
+                         " Check Q = X W_Q, split into heads, softmax(Q K^T / sqrt(d_h)) V per "
+                         "head, merge, then @ W_O."))
+
+
+@check(MHA, "matches the definition without a mask (h = 2 and h = 4, B = 2)")
+def mha_matches_definition(fn):
+    for h, seed in ((2, 20), (4, 21)):
+        X, Ws = _mha_inputs(seed)
+        _expect_mha(fn, X, Ws, h, what=f"{MHA}(n_heads={h})")
+
+
+@check(MHA, "a (T, T) causal mask applies to every head")
+def mha_causal_mask(fn):
+    X, Ws = _mha_inputs(22, B=2, T=5)
+    _expect_mha(fn, X, Ws, 2, ref.causal_mask(5), what=f"{MHA} with a (5, 5) causal mask")
+
+
+@check(MHA, "a (B, T, T) causal-and-padding mask applies to every head")
+def mha_batch_mask(fn):
+    X, Ws = _mha_inputs(23, B=3, T=5)
+    mask = ref.combine_masks(ref.causal_mask(5), ref.padding_mask([5, 3, 2], 5))
+    _expect_mha(fn, X, Ws, 4, mask, what=f"{MHA} with a (3, 5, 5) mask")
+
+
+@check(MHA, "permutation equivariance: attn(PX) = P attn(X) without a mask")
+def mha_permutation_equivariance(fn):
+    X, Ws = _mha_inputs(24, B=2, T=5)
+    perm = np.array([3, 0, 4, 1, 2])
+    Y, _ = unpack(call(fn, X, *Ws, 2), 2, MHA)
+    Y_perm, _ = unpack(call(fn, X[:, perm], *Ws, 2), 2, MHA)
+    Y, Y_perm = as_array(Y, f"{MHA}: Y"), as_array(Y_perm, f"{MHA}: Y")
+    expect_shape(Y, X.shape, f"{MHA}: Y")
+    expect_shape(Y_perm, X.shape, f"{MHA}: Y")
+    if not allclose(Y_perm, Y[:, perm], rtol=1e-7, atol=1e-10):
+        raise Fail("head-order", f"{MHA}: reordering the tokens of X by {perm.tolist()} should "
+                                 f"reorder the output rows the same way (no positions, no mask), "
+                                 f"but max |attn(PX) - P attn(X)| = "
+                                 f"{np.abs(Y_perm - Y[:, perm]).max():.3g}. Likely cause: tokens "
+                                 f"are mixed with one another, as when heads are split or "
+                                 f"merged with reshape and transpose in the wrong order.")
+
+
+@check(MHA, "float32 in, float32 out")
+def mha_keeps_float32(fn):
+    dtype_check(fn, lambda dt: ((*((lambda X, Ws: (X, *Ws))(*_mha_inputs(25, dtype=dt))), 2), {}),
+                lambda res: list(zip(("Y", "weights"), unpack(res, 2, MHA))), MHA)
+
+
+@check(MHA, "does not modify X, the weights or the mask")
+def mha_no_mutation(fn):
+    X, Ws = _mha_inputs(26)
+    mutation_check(fn, (X, *Ws, 2), {"mask": ref.causal_mask(4)}, MHA,
+                   ["X", "W_Q", "W_K", "W_V", "W_O", "n_heads"])

@@ -1,0 +1,324 @@
+"""Checks of ``attention_forward`` and ``attention_backward``: multi-head self-attention with
+biases and its hand-written backward (SPEC sections 1-2; the softmax backward
+``dS = P * (dP - rowsum(dP * P))``)."""
+
+import math
+
+import numpy as np
+
+from solutions import attention as ref
+
+from .. import gradcheck
+from ..core import Fail, call, call_watching_inputs, check, peer
+from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, mutation_check,
+                    rng, unpack, worst_difference)
+from ._variants import MHA_FAULTS, mha_variant
+from .layer_norm import student_cache
+
+FWD, BWD = "attention_forward", "attention_backward"
+WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+BIASES = ("b_Q", "b_K", "b_V", "b_O")
+
+
+def _params(seed, d=8, dtype=np.float64):
+    r = rng(seed)
+    p = {k: (r.normal(size=(d, d)) * 1.5 / np.sqrt(d)).astype(dtype) for k in WEIGHTS}
+    p.update({k: (0.2 * r.normal(size=d)).astype(dtype) for k in BIASES})
+    return p
+
+
+def _x(seed, B=2, T=4, d=8, dtype=np.float64):
+    return rng(seed).normal(size=(B, T, d)).astype(dtype)
+
+
+def _expect_forward(fn, x, params, h, causal=True, scale=True, what=FWD):
+    y, _ = unpack(call(fn, x, params, h, causal=causal, scale=scale), 2, what)
+    y = as_array(y, f"{what}: y")
+    expect_shape(y, x.shape, f"{what}: y")
+    expected, _ = ref.attention_forward(x, params, h, causal=causal, scale=scale)
+    if allclose(y, expected, rtol=1e-6, atol=1e-9):
+        return y
+    T = x.shape[1]
+    mask = ref.causal_mask(T) if causal else None
+    Ws = tuple(params[k] for k in WEIGHTS)
+    bs = tuple(params[k] for k in BIASES)
+    candidates = []
+    for bug, fault, why in MHA_FAULTS:
+        alt, _ = mha_variant(x, Ws, h, mask, biases=bs, scale=scale, bug=bug)
+        candidates.append((fault, alt, why))
+    if causal:
+        alt, _ = mha_variant(x, Ws, h, None, biases=bs, scale=scale)
+        candidates.append(("mask-wrong-axis", alt, "the causal mask was not applied although "
+                                                   "causal=True"))
+    fault, why = diagnose(y, candidates, "other", rtol=1e-6, atol=1e-9)
+    raise Fail(fault, f"{what}: y differs from the definition ({worst_difference(y, expected)}); "
+                      f"x has shape {x.shape}, n_heads = {h}, causal={causal}, scale={scale}."
+                      + (f" Likely cause: {why}." if why else
+                         " Check Q = x W_Q + b_Q (and K, V), per head softmax(Q K^T / sqrt(d_h)) "
+                         "with the causal mask as -inf before it, merge, then @ W_O + b_O."))
+
+
+@check(FWD, "matches the definition, causal, h = 2, B = 2")
+def forward_causal(fn):
+    _expect_forward(fn, _x(50, T=5), _params(51), 2, what=f"{FWD}(n_heads=2, causal=True)")
+
+
+@check(FWD, "matches the definition without the causal mask, h = 4")
+def forward_not_causal(fn):
+    _expect_forward(fn, _x(52), _params(53), 4, causal=False,
+                    what=f"{FWD}(n_heads=4, causal=False)")
+
+
+@check(FWD, "scale=False drops the 1/sqrt(d_h) factor")
+def forward_unscaled(fn):
+    _expect_forward(fn, _x(54), _params(55), 2, scale=False, what=f"{FWD}(scale=False)")
+
+
+@check(FWD, "causal: the output at position t does not depend on later tokens")
+def forward_no_future_leak(fn):
+    x, params = _x(56, T=6), _params(57)
+    x2 = x.copy()
+    x2[:, 3:] = rng(58).normal(size=x2[:, 3:].shape) * 3
+    y1, _ = unpack(call(fn, x, params, 2), 2, FWD)
+    y2, _ = unpack(call(fn, x2, params, 2), 2, FWD)
+    y1, y2 = as_array(y1, f"{FWD}: y"), as_array(y2, f"{FWD}: y")
+    expect_shape(y1, x.shape, f"{FWD}: y")
+    if not allclose(y1[:, :3], y2[:, :3], rtol=1e-9, atol=1e-12):
+        raise Fail("mask-wrong-axis", f"{FWD}(causal=True): changing tokens 3..5 changed the "
+                                      f"output at positions 0..2 (max change "
+                                      f"{np.abs(y1[:, :3] - y2[:, :3]).max():.3g}): the future "
+                                      f"leaks into the past. Likely cause: the causal mask is "
+                                      f"missing, transposed, or applied after the softmax.")
+
+
+@check(FWD, "permutation equivariance without the causal mask")
+def forward_equivariance(fn):
+    x, params = _x(59, T=5), _params(60)
+    perm = np.array([2, 4, 0, 3, 1])
+    y, _ = unpack(call(fn, x, params, 2, causal=False), 2, FWD)
+    yp, _ = unpack(call(fn, x[:, perm], params, 2, causal=False), 2, FWD)
+    y, yp = as_array(y, f"{FWD}: y"), as_array(yp, f"{FWD}: y")
+    expect_shape(y, x.shape, f"{FWD}: y")
+    expect_shape(yp, x.shape, f"{FWD}: y")
+    if not allclose(yp, y[:, perm], rtol=1e-7, atol=1e-10):
+        raise Fail("head-order", f"{FWD}(causal=False): reordering the tokens by {perm.tolist()} "
+                                 f"should reorder the output the same way, but max |f(Px) - "
+                                 f"P f(x)| = {np.abs(yp - y[:, perm]).max():.3g}. Likely cause: "
+                                 f"tokens mixed with each other, as with heads split or merged "
+                                 f"in the wrong order.")
+
+
+@check(FWD, "float32 in, float32 out")
+def forward_keeps_float32(fn):
+    dtype_check(fn, lambda dt: ((_x(61, dtype=dt), _params(62, dtype=dt), 2), {}),
+                lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
+
+
+@check(FWD, "does not modify x or params")
+def forward_no_mutation(fn):
+    mutation_check(fn, (_x(63), _params(64), 2), {}, FWD, ["x", "params", "n_heads"])
+
+
+# --- backward -----------------------------------------------------------------------------
+
+
+def _numeric(forward, x, params, h, causal, scale, G):
+    """Central differences of ``sum(G * forward(x, params)[0])`` for x and every parameter."""
+    def loss_x(v):
+        return float((np.asarray(forward(v, params, h, causal=causal, scale=scale)[0]) * G).sum())
+
+    out = {"dx": gradcheck.numerical_gradient(loss_x, x)}
+    for key in WEIGHTS + BIASES:
+        def loss_p(v, key=key):
+            p = dict(params)
+            p[key] = v
+            return float((np.asarray(forward(x, p, h, causal=causal, scale=scale)[0]) * G).sum())
+        out[key] = gradcheck.numerical_gradient(loss_p, params[key])
+    return out
+
+
+def _backward_variant(x, params, h, causal, scale, G, bug):
+    """Gradients under one backward mistake: ``"no-rowsum"``, ``"no-scale"``,
+    ``"double-scale"``, ``"always-scale"``."""
+    _, c = ref.attention_forward(x, params, h, causal=causal, scale=scale)
+    d = x.shape[-1]
+    P, Q, K, V, O = c["P"], c["Q"], c["K"], c["V"], c["O"]
+    factor = c["factor"]
+    if bug == "no-scale":
+        factor = 1.0
+    elif bug == "double-scale":
+        factor = factor * factor
+    elif bug == "always-scale":
+        if scale:
+            return None
+        factor = 1.0 / math.sqrt(d // h)
+    dO = ref.split_heads(G @ params["W_O"].T, h)
+    dP = dO @ np.swapaxes(V, -1, -2)
+    dV = np.swapaxes(P, -1, -2) @ dO
+    rowsum = 0.0 if bug == "no-rowsum" else (dP * P).sum(-1, keepdims=True)
+    dS = P * (dP - rowsum) * factor
+    grads = {"W_O": O.reshape(-1, d).T @ G.reshape(-1, d), "b_O": G.reshape(-1, d).sum(0)}
+    dx = np.zeros_like(x)
+    for name, dH in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
+        dZ = ref.merge_heads(dH)
+        grads["W_" + name] = x.reshape(-1, d).T @ dZ.reshape(-1, d)
+        grads["b_" + name] = dZ.reshape(-1, d).sum(0)
+        dx = dx + dZ @ params["W_" + name].T
+    grads["dx"] = dx
+    return grads
+
+
+BACKWARD_FAULTS = [
+    ("no-rowsum", "softmax-backward", "the softmax backward misses the row-sum term: "
+                                      "dS = P * (dP - rowsum(dP * P))"),
+    ("no-scale", "backward-missing-scale", "the forward divides the scores by sqrt(d_h) but "
+                                           "the backward does not multiply dS by the same factor"),
+    ("double-scale", "backward-missing-scale", "the scale factor was applied twice in the "
+                                               "backward"),
+    ("always-scale", "backward-missing-scale", "the backward scales dS although the forward "
+                                               "ran with scale=False"),
+]
+
+
+class _Setup:
+    """One gradient-check configuration with its numerical gradients, computed once."""
+
+    _cache = {}
+
+    def __init__(self, seed, causal=True, scale=True, B=2, T=4, d=8, h=2):
+        key = (seed, causal, scale, B, T, d, h)
+        self.x, self.params, self.h = _x(seed, B, T, d), _params(seed + 1, d), h
+        self.causal, self.scale = causal, scale
+        self.G = rng(seed + 2).normal(size=(B, T, d))
+        if key not in _Setup._cache:
+            _Setup._cache[key] = _numeric(ref.attention_forward, self.x, self.params, h, causal,
+                                          scale, self.G)
+        self.numeric = _Setup._cache[key]
+        self.what = (f"{BWD} (x of shape {(B, T, d)}, n_heads = {h}, causal={causal}, "
+                     f"scale={scale})")
+
+    def run(self, fn):
+        y, cache = student_cache(FWD, self.x, self.params, self.h, causal=self.causal,
+                                 scale=self.scale)
+        dx, grads = unpack(call(fn, self.G, cache), 2, BWD)
+        if not isinstance(grads, dict):
+            raise Fail("wrong-shape", f"{self.what}: grads must be a dict with the keys of "
+                                      f"params, got {type(grads).__name__}.")
+        missing = [k for k in WEIGHTS + BIASES if k not in grads]
+        if missing:
+            raise Fail("wrong-shape", f"{self.what}: grads lacks the key(s) {', '.join(missing)}; "
+                                      f"it must have the same keys as params.")
+        self.student_y = y
+        return as_array(dx, f"{self.what}: dx"), {k: as_array(grads[k], f"{self.what}: "
+                                                            f"grads['{k}']") for k in grads}
+
+    def own_numeric(self):
+        """Gradients of the student's own forward when it differs from the reference."""
+        expected, _ = ref.attention_forward(self.x, self.params, self.h, causal=self.causal,
+                                            scale=self.scale)
+        if allclose(as_array(self.student_y, "y"), expected, rtol=1e-7, atol=1e-10):
+            return None
+        forward = peer(FWD)
+        return _numeric(lambda *a, **k: call(forward, *a, **k), self.x, self.params, self.h,
+                        self.causal, self.scale, self.G)
+
+    def verify(self, got, names):
+        """Fail on the first of ``names`` (``dx`` or a params key) whose gradient is wrong."""
+        own = []
+        for name in names:
+            value = got[name]
+            expected = self.numeric[name]
+            label = "dx" if name == "dx" else f"grads['{name}']"
+            if value.shape != expected.shape:
+                fault = "weight-grad-wrong" if name in WEIGHTS else (
+                    "param-grad-axes" if name in BIASES else "wrong-shape")
+                raise Fail(fault, f"{self.what}: {label} has shape {value.shape}, expected "
+                                  f"{expected.shape}"
+                                  + (" (sum the bias gradient over the batch and the time "
+                                     "axes)." if name in BIASES else "."))
+            if gradcheck.gradient_ok(value, expected):
+                continue
+            if not own:
+                own.append(self.own_numeric())
+            if own[0] is not None and gradcheck.gradient_ok(value, own[0][name]):
+                continue
+            candidates = []
+            for bug, fault, why in BACKWARD_FAULTS:
+                alt = _backward_variant(self.x, self.params, self.h, self.causal, self.scale,
+                                        self.G, bug)
+                candidates.append((fault, None if alt is None else alt[name], why))
+            if name in WEIGHTS:
+                candidates.append(("weight-grad-wrong", expected.T, f"{label} is transposed: "
+                                   f"for Z = x @ W, dW = x^T @ dZ has the shape (d_in, d_out) "
+                                   f"of W"))
+            fault, why = diagnose(value, candidates,
+                                  "weight-grad-wrong" if name in WEIGHTS + BIASES else "other",
+                                  rtol=1e-4, atol=1e-7)
+            rel, _, index = gradcheck.rel_error(value, expected)
+            raise Fail(fault, f"{self.what}: {label} disagrees with central differences of "
+                              f"the forward (eps = {gradcheck.EPS:g}, float64, random upstream "
+                              f"gradient): relative error {rel:.3g} at index {index} "
+                              f"({worst_difference(value, expected)}); threshold "
+                              f"{gradcheck.REL_TOL:g}." + (f" Likely cause: {why}." if why else ""))
+
+
+def _grad_check(fn, names, **setup):
+    s = _Setup(**setup)
+    dx, grads = s.run(fn)
+    got = dict(grads)
+    got["dx"] = dx
+    s.verify(got, names)
+
+
+@check(BWD, "dx matches central differences (B = 2, T = 4, d = 8, h = 2, causal)")
+def backward_dx(fn):
+    _grad_check(fn, ["dx"], seed=70)
+
+
+@check(BWD, "W_O and b_O gradients match central differences")
+def backward_output_projection(fn):
+    _grad_check(fn, ["W_O", "b_O"], seed=70)
+
+
+@check(BWD, "W_V and b_V gradients match central differences")
+def backward_values(fn):
+    _grad_check(fn, ["W_V", "b_V"], seed=70)
+
+
+@check(BWD, "W_Q, W_K, b_Q, b_K gradients match central differences (through the softmax)")
+def backward_queries_keys(fn):
+    _grad_check(fn, ["W_Q", "W_K", "b_Q", "b_K"], seed=70)
+
+
+@check(BWD, "every gradient matches for scale=False, causal=False, h = 4, B = 3")
+def backward_unscaled(fn):
+    _grad_check(fn, ["dx", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"], seed=80,
+                causal=False, scale=False, B=3, T=3, h=4)
+
+
+@check(BWD, "float32 in, float32 out (dx and every gradient)")
+def backward_keeps_float32(fn):
+    x, params = _x(90, dtype=np.float32), _params(91, dtype=np.float32)
+    _, cache = student_cache(FWD, x, params, 2)
+    G = rng(92).normal(size=x.shape).astype(np.float32)
+
+    def outputs(res):
+        dx, grads = unpack(res, 2, BWD)
+        if not isinstance(grads, dict):
+            raise Fail("wrong-shape", f"{BWD}: grads must be a dict, got {type(grads).__name__}.")
+        return [("dx", dx)] + [(f"grads['{k}']", v) for k, v in sorted(grads.items())]
+
+    dtype_check(fn, lambda dt: ((G, cache), {}), outputs, BWD)
+
+
+@check(BWD, "does not modify dy or the cache")
+def backward_no_mutation(fn):
+    x, params = _x(93), _params(94)
+    _, cache = student_cache(FWD, x, params, 2)
+    G = rng(95).normal(size=x.shape)
+    _, modified = call_watching_inputs(fn, G, cache)
+    if modified:
+        names = ["dy" if m == "argument 1" else "the cache" for m in modified]
+        raise Fail("input-mutated", f"{BWD} modified {' and '.join(names)} in place. A "
+                                    f"backward may be called twice on one cache: work on new "
+                                    f"arrays (P * (dP - s), not dP -= s).")

@@ -1,0 +1,261 @@
+"""Checks of ``layer_norm_forward`` and ``layer_norm_backward`` (Ba, Kiros, Hinton 2016,
+arXiv:1607.06450; the closed-form backward of SPEC section 2)."""
+
+import numpy as np
+from hypothesis import given
+
+from solutions import attention as ref
+
+from .. import gradcheck
+from .. import strategies as S
+from ..core import Fail, StudentTimeout, call, call_watching_inputs, check, peer
+from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
+                    mutation_check, rng, unpack, worst_difference)
+
+FWD, BWD = "layer_norm_forward", "layer_norm_backward"
+EPS = 1e-5
+
+
+def _inputs(seed, shape, dtype=np.float64, small_variance_token=True):
+    r = rng(seed)
+    x = r.normal(size=shape) * 2 + 0.5
+    if small_variance_token and len(shape) >= 2:
+        x[(0,) * (len(shape) - 1)] = 3.0 + r.normal(size=shape[-1]) * 1e-3  # var ~ 1e-6 < eps
+    d = shape[-1]
+    gamma = 1 + 0.5 * r.normal(size=d)
+    beta = 0.3 * r.normal(size=d)
+    return x.astype(dtype), gamma.astype(dtype), beta.astype(dtype)
+
+
+def _forward_variants(x, gamma, beta):
+    d = x.shape[-1]
+    mu = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    out = []
+    if d > 1:
+        unbiased = x.var(-1, keepdims=True, ddof=1)
+        out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(unbiased + EPS) + beta,
+                    "the unbiased variance (divide by d - 1) was used; layer norm uses the "
+                    "biased one (divide by d)"))
+    out.append(("layer-norm-variance", gamma * (x - mu) / (np.sqrt(var) + EPS) + beta,
+                "eps was added outside the square root: sqrt(var + eps), not sqrt(var) + eps"))
+    out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt((x * x).mean(-1, keepdims=True)
+                                                                  + EPS) + beta,
+                "the variance was not centred: mean((x - mean)^2), not mean(x^2)"))
+    out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(var) + beta if np.all(var > 0)
+                else None, "eps is missing"))
+    return out
+
+
+def _expect_forward(fn, x, gamma, beta, what):
+    y, cache = unpack(call(fn, x, gamma, beta), 2, what)
+    y = as_array(y, f"{what}: y")
+    expect_shape(y, x.shape, f"{what}: y")
+    expected, _ = ref.layer_norm_forward(x, gamma, beta)
+    if not allclose(y, expected, rtol=1e-6, atol=1e-8):
+        fault, why = diagnose(y, _forward_variants(x, gamma, beta), "layer-norm-variance",
+                              rtol=1e-6, atol=1e-8)
+        raise Fail(fault, f"{what}: y differs from gamma * (x - mean) / sqrt(var + eps) + beta "
+                          f"({worst_difference(y, expected)}); x has shape {x.shape}, one token "
+                          f"has variance about 1e-6 (below eps = 1e-5)."
+                          + (f" Likely cause: {why}." if why else
+                             " Mean and biased variance go over the last axis of each token."))
+    return y
+
+
+@check(FWD, "matches gamma * (x - mean) / sqrt(var + eps) + beta (biased variance, last axis)")
+def forward_matches_definition(fn):
+    for seed, shape in ((30, (2, 3, 6)), (31, (4, 5)), (32, (2, 2, 3, 4))):
+        x, gamma, beta = _inputs(seed, shape)
+        _expect_forward(fn, x, gamma, beta, f"{FWD}(x of shape {shape})")
+
+
+@check(FWD, "with gamma = 1, beta = 0 every token has mean 0 and variance var / (var + eps)")
+def forward_normalises(fn):
+    @S.SETTINGS
+    @given(x=S.float_arrays(S.array_shapes(1, 3, 1, 5), np.float64, bound=50.0))
+    def prop(x):
+        d = x.shape[-1]
+        _expect_forward(fn, x, np.ones(d), np.zeros(d), f"{FWD}(x of shape {x.shape}, "
+                                                        f"gamma = 1, beta = 0) with x =\n{fmt(x)}")
+
+    prop()
+
+
+@check(FWD, "float32 in, float32 out")
+def forward_keeps_float32(fn):
+    dtype_check(fn, lambda dt: (_inputs(33, (2, 3, 4), dt), {}),
+                lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
+
+
+@check(FWD, "does not modify x, gamma or beta")
+def forward_no_mutation(fn):
+    mutation_check(fn, _inputs(34, (2, 3, 4)), {}, FWD, ["x", "gamma", "beta"])
+
+
+# --- backward -----------------------------------------------------------------------------
+
+
+def student_cache(forward_name, *args, **kwargs):
+    """Run the student's forward for its cache; a failure there is named, not blamed on
+    the backward's arithmetic."""
+    forward = peer(forward_name)
+    try:
+        return unpack(call(forward, *args, **kwargs), 2, forward_name)
+    except (Fail, StudentTimeout):
+        raise
+    except NotImplementedError:
+        raise Fail("not-implemented", f"the backward is checked with the cache of your "
+                                      f"{forward_name}, which still raises NotImplementedError.")
+    except Exception as exc:
+        raise Fail("crash", f"the backward is checked with the cache of your {forward_name}, "
+                            f"which raised {type(exc).__name__}: {exc}") from None
+
+
+def _backward_result(fn, dy, cache, what):
+    dx, dgamma, dbeta = unpack(call(fn, dy, cache), 3, what)
+    return (as_array(dx, f"{what}: dx"), as_array(dgamma, f"{what}: dgamma"),
+            as_array(dbeta, f"{what}: dbeta"))
+
+
+def _forward_gradients(forward, x, gamma, beta, G):
+    """Central differences of ``sum(G * forward(x, gamma, beta)[0])`` in x, gamma, beta."""
+    def loss(which):
+        def f(v):
+            args = [x, gamma, beta]
+            args[which] = v
+            return float((np.asarray(forward(*args)[0], dtype=np.float64) * G).sum())
+        return f
+
+    return {"dx": gradcheck.numerical_gradient(loss(0), x),
+            "dgamma": gradcheck.numerical_gradient(loss(1), gamma),
+            "dbeta": gradcheck.numerical_gradient(loss(2), beta)}
+
+
+def _student_forward_gradients(x, gamma, beta, G, student_y):
+    """Gradients of the student's own forward when it differs from the reference, so that
+    a backward consistent with its own (wrong) forward is not penalised twice; else None."""
+    if allclose(as_array(student_y, "y"), ref.layer_norm_forward(x, gamma, beta)[0],
+                rtol=1e-7, atol=1e-10):
+        return None
+    forward = peer(FWD)
+    return _forward_gradients(lambda *a: call(forward, *a), x, gamma, beta, G)
+
+
+def _backward_candidates(x, gamma, G):
+    """dx under each dropped term of the closed form."""
+    mu = x.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(x.var(-1, keepdims=True) + EPS)
+    xhat = (x - mu) * inv
+    g = G * gamma
+    m1, m2 = g.mean(-1, keepdims=True), (g * xhat).mean(-1, keepdims=True)
+    return [
+        ("layer-norm-backward-terms", inv * (g - xhat * m2), "the - mean(dxhat) term is missing"),
+        ("layer-norm-backward-terms", inv * (g - m1), "the - xhat * mean(dxhat * xhat) term is "
+                                                      "missing"),
+        ("layer-norm-backward-terms", inv * g, "both mean terms are missing"),
+        ("layer-norm-backward-terms", g - m1 - xhat * m2, "the factor inv = 1 / sqrt(var + eps) "
+                                                          "is missing"),
+        ("layer-norm-backward-terms", inv * (G - G.mean(-1, keepdims=True)
+                                             - xhat * (G * xhat).mean(-1, keepdims=True)),
+         "dxhat must be dy * gamma (gamma is missing)"),
+    ]
+
+
+def _grad_fail(fault, what, name, got, expected, why=""):
+    rel, abs_err, index = gradcheck.rel_error(got, expected)
+    raise Fail(fault, f"{what}: {name} disagrees with central differences of the forward "
+                      f"(eps = {gradcheck.EPS:g}, float64, random upstream gradient dy): "
+                      f"relative error {rel:.3g} at index {index} "
+                      f"({worst_difference(got, expected)}); the threshold is "
+                      f"{gradcheck.REL_TOL:g}."
+                      + (f" Likely cause: {why}." if why else ""))
+
+
+def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
+    x, gamma, beta = _inputs(seed, shape, small_variance_token=False)
+    G = rng(seed + 100).normal(size=shape)
+    what = f"{BWD} for x of shape {shape}"
+    y, cache = student_cache(FWD, x, gamma, beta)
+    dx, dgamma, dbeta = _backward_result(fn, G, cache, what)
+    numeric = _forward_gradients(ref.layer_norm_forward, x, gamma, beta, G)
+    own = []  # filled on demand with the student's own forward's gradients
+
+    def ok(name, got):
+        if gradcheck.gradient_ok(got, numeric[name]):
+            return True
+        if not own:
+            own.append(_student_forward_gradients(x, gamma, beta, G, y))
+        return own[0] is not None and gradcheck.gradient_ok(got, own[0][name])
+
+    d = shape[-1]
+    if "dx" in parts:
+        expect_shape(dx, shape, f"{what}: dx")
+        if not ok("dx", dx):
+            fault, why = diagnose(dx, _backward_candidates(x, gamma, G),
+                                  "layer-norm-backward-terms", rtol=1e-5, atol=1e-8)
+            _grad_fail(fault, what, "dx", dx, numeric["dx"],
+                       why or "compare with dx = inv * (dxhat - mean(dxhat) - xhat * "
+                              "mean(dxhat * xhat)), dxhat = dy * gamma")
+    lead = tuple(range(len(shape) - 1))
+    xhat = ref.layer_norm_forward(x, np.ones(d), np.zeros(d))[0]
+    for name, got, partial in (("dgamma", dgamma, G * xhat), ("dbeta", dbeta, G)):
+        if name not in parts:
+            continue
+        if got.shape != (d,):
+            partial_shapes = {partial.sum(axis=a).shape for a in lead} | {partial.shape}
+            fault = "param-grad-axes" if got.shape in partial_shapes or got.size != d else \
+                "weight-grad-wrong"
+            raise Fail(fault, f"{what}: {name} has shape {got.shape}, expected ({d},): sum over "
+                              f"every leading axis ({', '.join(map(str, lead))}), not just one.")
+        if not ok(name, got):
+            candidates = [("param-grad-axes", partial.sum(axis=a)[(0,) * (len(shape) - 2)]
+                           if len(shape) > 2 else None, "summed over one leading axis only")
+                          for a in lead]
+            other = (G * x).sum(axis=lead) if name == "dgamma" else None
+            candidates.append(("weight-grad-wrong", other, "dgamma must use xhat (the "
+                                                           "normalised input), not x"))
+            swapped = G.sum(axis=lead) if name == "dgamma" else (G * xhat).sum(axis=lead)
+            candidates.append(("weight-grad-wrong", swapped, "dgamma and dbeta are swapped"))
+            fault, why = diagnose(got, candidates, "weight-grad-wrong", rtol=1e-6, atol=1e-9)
+            _grad_fail(fault, what, name, got, numeric[name],
+                       why or ("dgamma = sum of dy * xhat" if name == "dgamma" else
+                               "dbeta = sum of dy") + " over every leading axis")
+
+
+@check(BWD, "dx matches central differences (B = 2, T = 3, d = 5)")
+def backward_dx(fn):
+    _check_backward(fn, (2, 3, 5), 40, parts=("dx",))
+
+
+@check(BWD, "dgamma and dbeta match central differences, summed over every leading axis")
+def backward_params(fn):
+    _check_backward(fn, (2, 3, 5), 41, parts=("dgamma", "dbeta"))
+
+
+@check(BWD, "any number of leading axes: (d,), (T, d), (2, 2, 3, d)")
+def backward_any_rank(fn):
+    for seed, shape in ((42, (6,)), (43, (4, 3)), (44, (2, 2, 3, 4))):
+        _check_backward(fn, shape, seed)
+
+
+@check(BWD, "float32 in, float32 out (dx, dgamma, dbeta)")
+def backward_keeps_float32(fn):
+    x, gamma, beta = _inputs(45, (2, 3, 4), np.float32)
+    _, cache = student_cache(FWD, x, gamma, beta)
+    G = rng(46).normal(size=(2, 3, 4)).astype(np.float32)
+    dtype_check(fn, lambda dt: ((G, cache), {}),
+                lambda res: list(zip(("dx", "dgamma", "dbeta"), unpack(res, 3, BWD))), BWD)
+
+
+@check(BWD, "does not modify dy or the cache")
+def backward_no_mutation(fn):
+    x, gamma, beta = _inputs(47, (2, 3, 4))
+    _, cache = student_cache(FWD, x, gamma, beta)
+    G = rng(48).normal(size=(2, 3, 4))
+    _, modified = call_watching_inputs(fn, G, cache)
+    if modified:
+        names = ["dy" if m == "argument 1" else "the cache" for m in modified]
+        raise Fail("input-mutated", f"{BWD} modified {' and '.join(names)} in place. A backward "
+                                    f"may be called twice on one cache (gradient checks do): "
+                                    f"work on new arrays.")

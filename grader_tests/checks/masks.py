@@ -1,0 +1,140 @@
+"""Checks of ``causal_mask``, ``padding_mask`` and ``combine_masks`` (SPEC section 1;
+traps 4 and 5). True means "may attend" / "real token"."""
+
+import numpy as np
+
+from solutions import attention as ref
+
+from ..core import Fail, call, check
+from ._util import as_array, expect_shape, fmt, mutation_check, rng
+
+
+def _bool_result(value, what):
+    arr = as_array(value, what)
+    if arr.dtype != bool:
+        raise Fail("dtype-changed", f"{what} returned dtype {arr.dtype}; a mask must be a "
+                                    f"boolean array (np.bool_), True = may attend.")
+    return arr
+
+
+def _mask_fault(got, expected, transposed=None):
+    """Name the mask mistake that turns ``expected`` into ``got``."""
+    if got.shape == expected.shape and np.array_equal(got, ~expected):
+        return "mask-inverted", "True was read as 'blocked': in this kit True means 'may attend'"
+    if transposed is not None and got.shape == transposed.shape and np.array_equal(got, transposed):
+        return "mask-wrong-axis", "the mask acts on the wrong axis (rows are queries, columns keys)"
+    return "other", ""
+
+
+# --- causal_mask --------------------------------------------------------------------------
+
+
+@check("causal_mask", "[i, j] is True iff j <= i (a token sees itself and the past)")
+def causal_matches_definition(fn):
+    for T in (1, 2, 5, 8):
+        got = as_array(call(fn, T), f"causal_mask({T})")
+        expected = ref.causal_mask(T)
+        expect_shape(got, (T, T), f"causal_mask({T})")
+        if not np.array_equal(got.astype(bool), expected):
+            fault, why = _mask_fault(got.astype(bool), expected, expected.T)
+            if fault == "other" and np.array_equal(got.astype(bool), np.tril(expected, -1)):
+                why = "the diagonal is False: a token must be allowed to attend to itself"
+            raise Fail(fault, f"causal_mask({T}) returned\n{fmt(got.astype(int))}\nexpected (1 = "
+                              f"may attend)\n{fmt(expected.astype(int))}."
+                              + (f" Likely cause: {why}." if why else ""))
+
+
+@check("causal_mask", "returns a boolean array")
+def causal_is_bool(fn):
+    _bool_result(call(fn, 4), "causal_mask(4)")
+
+
+@check("causal_mask", "shape (T, T), including T = 1 and T = 0")
+def causal_shapes(fn):
+    for T in (0, 1, 3):
+        got = as_array(call(fn, T), f"causal_mask({T})")
+        expect_shape(got, (T, T), f"causal_mask({T})")
+
+
+# --- padding_mask -------------------------------------------------------------------------
+
+
+@check("padding_mask", "[b, t] is True iff t < lengths[b] (lengths as a list or an array)")
+def padding_matches_definition(fn):
+    cases = [([3, 1, 4], 4), (np.array([0, 2, 5]), 5), ([1], 1), (np.array([2, 2]), 3)]
+    for lengths, T in cases:
+        got = as_array(call(fn, lengths, T), f"padding_mask({lengths!r}, {T})")
+        expected = ref.padding_mask(lengths, T)
+        expect_shape(got, expected.shape, f"padding_mask(lengths of {len(lengths)}, T={T})")
+        if not np.array_equal(got.astype(bool), expected):
+            fault, why = _mask_fault(got.astype(bool), expected)
+            shown = list(np.asarray(lengths).tolist())
+            raise Fail(fault, f"padding_mask(lengths={shown}, T={T}) returned\n"
+                              f"{fmt(got.astype(int))}\nexpected (1 = real token)\n"
+                              f"{fmt(expected.astype(int))}."
+                              + (f" Likely cause: {why}." if why else
+                                 " Positions t = 0 .. lengths[b]-1 are real tokens."))
+
+
+@check("padding_mask", "returns a boolean array of shape (B, T)")
+def padding_is_bool(fn):
+    got = _bool_result(call(fn, [2, 3], 4), "padding_mask([2, 3], 4)")
+    expect_shape(got, (2, 4), "padding_mask([2, 3], 4)")
+
+
+@check("padding_mask", "does not modify lengths")
+def padding_no_mutation(fn):
+    mutation_check(fn, (np.array([3, 1, 2]), 4), {}, "padding_mask", ["lengths", "T"])
+
+
+# --- combine_masks ------------------------------------------------------------------------
+
+
+def _random_padding(B, T, seed):
+    lengths = rng(seed).integers(1, T + 1, size=B)
+    lengths[0] = T - 1 if T > 1 else T  # at least one sequence with real padding
+    return ref.padding_mask(lengths, T)
+
+
+@check("combine_masks", "[b, i, j] = causal[i, j] AND padding[b, j] (padding on the keys)")
+def combine_matches_definition(fn):
+    for B, T, seed in ((3, 5, 0), (2, 4, 1), (1, 1, 2)):
+        causal = ref.causal_mask(T)
+        padding = _random_padding(B, T, seed)
+        got = as_array(call(fn, causal, padding), "combine_masks(causal, padding)")
+        expected = ref.combine_masks(causal, padding)
+        expect_shape(got, (B, T, T), f"combine_masks(causal ({T}, {T}), padding ({B}, {T}))")
+        g = got.astype(bool)
+        if not np.array_equal(g, expected):
+            on_queries = causal[None, :, :] & padding[:, :, None]
+            both = on_queries & padding[:, None, :]
+            if np.array_equal(g, on_queries) or np.array_equal(g, both):
+                fault, why = "mask-wrong-axis", ("padding was applied to the queries (axis 1) "
+                                                 "instead of the keys (last axis)")
+            elif np.array_equal(g, ~expected) or np.array_equal(
+                    g, ~causal[None] & ~padding[:, None, :]):
+                fault, why = "mask-inverted", "True was read as 'blocked'"
+            elif np.array_equal(g, causal[None] | padding[:, None, :]):
+                fault, why = "other", "the masks were combined with OR instead of AND"
+            elif np.array_equal(g, np.broadcast_to(causal, g.shape)):
+                fault, why = "padding-ignored", "the padding mask was left out"
+            else:
+                fault, why = "other", ""
+            b = int(np.argwhere((g != expected).any(axis=(1, 2)))[0][0])
+            raise Fail(fault, f"combine_masks with causal ({T}x{T}) and padding =\n"
+                              f"{fmt(padding.astype(int))}\nreturned for sequence b = {b}\n"
+                              f"{fmt(g[b].astype(int))}\nexpected\n{fmt(expected[b].astype(int))}."
+                              + (f" Likely cause: {why}." if why else ""))
+
+
+@check("combine_masks", "returns a boolean array of shape (B, T, T)")
+def combine_is_bool(fn):
+    got = _bool_result(call(fn, ref.causal_mask(4), _random_padding(2, 4, 3)),
+                       "combine_masks(causal, padding)")
+    expect_shape(got, (2, 4, 4), "combine_masks(causal (4, 4), padding (2, 4))")
+
+
+@check("combine_masks", "does not modify its arguments")
+def combine_no_mutation(fn):
+    mutation_check(fn, (ref.causal_mask(4), _random_padding(2, 4, 4)), {}, "combine_masks",
+                   ["causal", "padding"])

@@ -1,0 +1,433 @@
+"""The grading engine: checks, their registry, fault isolation, time limits and scores.
+
+A *check* is a function ``check(fn) -> None`` registered for one graded name with
+``@check(name, title)``. It calls the student's function ``fn`` (through ``call``) and
+raises ``Fail(fault, message)`` when a property of the contract does not hold. The runner
+turns every outcome into a ``CheckResult``: a pass, a ``Fail`` with its fault id, or the
+student's own exception (``not-implemented``, ``crash``) or a time-out (``timeout``).
+
+A function's score is ``points * passed / total`` over its checks (partial credit), and
+a bug in one function costs only that function's points: when a graded function calls
+other graded functions (``scaled_dot_product_attention`` calls ``softmax``), the runner
+re-binds those names to the reference implementations (``isolate``).
+"""
+
+import contextlib
+import copy
+import io
+import math
+import signal
+import threading
+import time
+import types
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from solutions import attention as reference
+
+from .faults import FAULTS
+
+# Points per graded name; they sum to 100 and are the nbgrader points of the hidden cells.
+POINTS = {
+    "softmax": 10,
+    "causal_mask": 3,
+    "padding_mask": 3,
+    "combine_masks": 4,
+    "scaled_dot_product_attention": 12,
+    "split_heads": 5,
+    "merge_heads": 5,
+    "multi_head_attention": 10,
+    "sinusoidal_positions": 5,
+    "layer_norm_forward": 6,
+    "layer_norm_backward": 10,
+    "attention_forward": 7,
+    "attention_backward": 10,
+    "block_param_count": 3,
+    "kv_cache_bytes": 2,
+    "exercise_weight_ratio": 2,
+    "exercise_decoder_budget": 3,
+}
+
+# Names whose implementations are swapped for the reference inside other graded functions.
+SPEC_FUNCTIONS = reference.SPEC_FUNCTIONS
+
+# Seconds one check may spend inside student code before it is stopped.
+CHECK_TIME_LIMIT = 4.0
+
+
+def grade_id(name):
+    """nbgrader grade id of the hidden cell that grades ``name`` (e.g. ``softmax_hidden_checks``)."""
+    return f"{name}_hidden_checks"
+
+
+class Fail(Exception):
+    """Raised by a check when a property fails.
+
+    Args:
+        fault: str, a fault id of ``faults.FAULTS``.
+        message: str, for the student: the property, the smallest input where it broke,
+            received versus expected, and the likely cause.
+
+    Raises:
+        ValueError: if ``fault`` is not a known fault id.
+    """
+
+    def __init__(self, fault, message):
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault id {fault!r}")
+        super().__init__(message)
+        self.fault = fault
+        self.message = message
+
+
+class StudentTimeout(BaseException):
+    """Raised inside student code when a check's time limit runs out.
+
+    A ``BaseException`` so that a student's ``except Exception`` cannot swallow it.
+    """
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one check: ``fault`` is None exactly when ``passed``."""
+
+    name: str
+    passed: bool
+    fault: str = None
+    message: str = ""
+
+
+@dataclass
+class FunctionResult:
+    """Outcome of every check of one graded name; ``score`` in points."""
+
+    name: str
+    score: float
+    max_score: float
+    checks: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def faults(self):
+        """Distinct fault ids of the failed checks, in order of first appearance."""
+        seen = []
+        for c in self.checks:
+            if not c.passed and c.fault not in seen:
+                seen.append(c.fault)
+        return seen
+
+    def to_dict(self):
+        """JSON-ready dict: name, score, max_score, checks (list of dicts), seconds."""
+        return asdict(self)
+
+
+CHECKS = {}
+
+# Text printed after a graded name's report (the exercises' worked solutions): feedback only.
+NOTES = {}
+
+
+def check(name, title):
+    """Register a check for graded name ``name``; ``title`` names the property."""
+
+    def register(fn):
+        CHECKS.setdefault(name, []).append((title, fn))
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------------------------------
+# Calling student code: private copies, a time limit, silenced output and warnings.
+
+_deadline = threading.local()
+
+
+def _on_alarm(signum, frame):
+    raise StudentTimeout()
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Stop the code inside after ``seconds`` (wall clock) by raising ``StudentTimeout``.
+
+    Uses ``SIGALRM``, so it only acts in the main thread of a POSIX process; elsewhere it
+    is a no-op and the caller relies on an outer limit (nbgrader's cell time-out or the
+    batch runner's process limit).
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _snapshot(value):
+    """Deep copy of arrays, lists, tuples and dicts, used to detect in-place writes."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # an object that cannot be copied is compared by identity only
+        return value
+
+
+def same_value(a, b):
+    """True if ``a`` and ``b`` hold the same data (arrays bit-for-bit, NaN equal to NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        if a_arr.shape != b_arr.shape or a_arr.dtype != b_arr.dtype:
+            return False
+        if a_arr.dtype.kind in "fc":
+            return bool(np.array_equal(a_arr, b_arr, equal_nan=True))
+        return bool(np.array_equal(a_arr, b_arr))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+def call(fn, *args, **kwargs):
+    """Call student function ``fn`` on private deep copies of its arguments.
+
+    The student's stdout and stderr are captured and dropped (nbgrader scores a cell
+    that writes to stderr as 0, and a flood must not reach the report); warnings and
+    floating-point errors are silenced, since checks look at the values.
+
+    Returns:
+        whatever ``fn`` returns.
+
+    Raises:
+        whatever ``fn`` raises, and ``StudentTimeout`` when the check's time runs out.
+    """
+    args = [_snapshot(a) for a in args]
+    kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def call_watching_inputs(fn, *args, **kwargs):
+    """Call ``fn`` on copies of its arguments and report which arguments it modified.
+
+    Returns:
+        ``(result, modified)``: ``modified`` is a list of argument names (``"argument 1"``
+        for positional ones, the keyword otherwise) whose value changed.
+    """
+    args = [_snapshot(a) for a in args]
+    kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
+    before_args = [_snapshot(a) for a in args]
+    before_kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        result = fn(*args, **kwargs)
+    modified = [f"argument {i + 1}" for i, (a, b) in enumerate(zip(args, before_args))
+                if not same_value(a, b)]
+    modified += [k for k in kwargs if not same_value(kwargs[k], before_kwargs[k])]
+    return result, modified
+
+
+# ---------------------------------------------------------------------------------------
+# Fault isolation.
+
+
+def isolate(fn, namespace, keep=()):
+    """Return ``fn`` with every other graded name it can reach bound to the reference.
+
+    The student's module-level helpers defined in the same namespace are re-bound the
+    same way, so ``scaled_dot_product_attention -> my_helper -> softmax`` reaches the
+    reference ``softmax`` too. Objects that are not plain Python functions are returned
+    unchanged.
+
+    Args:
+        fn: the student's function.
+        namespace: dict, the globals the student's code ran in.
+        keep: names that stay the student's (besides ``fn``'s own name).
+    """
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    home = fn.__globals__
+    patched = dict(home)
+    for spec_name in SPEC_FUNCTIONS:
+        if spec_name not in keep and spec_name != fn.__name__:
+            patched[spec_name] = getattr(reference, spec_name)
+
+    def rebind(f):
+        g = types.FunctionType(f.__code__, patched, f.__name__, f.__defaults__, f.__closure__)
+        g.__kwdefaults__ = copy.copy(f.__kwdefaults__)
+        g.__dict__.update(f.__dict__)
+        return g
+
+    for key, value in list(home.items()):
+        if (isinstance(value, types.FunctionType) and value.__globals__ is home
+                and key not in SPEC_FUNCTIONS and not key.startswith("__")):
+            patched[key] = rebind(value)
+    isolated = rebind(fn)
+    patched[fn.__name__] = isolated
+    return isolated
+
+
+# ---------------------------------------------------------------------------------------
+# Running the checks.
+
+_current = {"namespace": None}
+
+
+def peer(name):
+    """The student's ``name`` from the namespace being graded, isolated like the target.
+
+    Used by a backward's checks, which need the cache of the student's own forward.
+
+    Raises:
+        Fail: ``not-implemented`` if the namespace has no such function.
+    """
+    namespace = _current["namespace"] or {}
+    fn = namespace.get(name)
+    if not callable(fn):
+        raise Fail("not-implemented", f"{name} is missing, and this check needs the cache it "
+                                      f"returns.")
+    return isolate(fn, namespace)
+
+
+def _student_error_message(name, exc):
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"calling {name} raised {text}"
+
+
+def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
+    """Run every check registered for ``name`` against ``namespace[name]``.
+
+    Args:
+        name: str, a key of ``POINTS``.
+        namespace: dict of the student's definitions (a notebook's globals or a module's
+            ``vars``).
+        time_limit_s: float, seconds each check may run; after one time-out the remaining
+            checks are not run and fail with ``timeout``.
+
+    Returns:
+        FunctionResult, score in points.
+
+    Raises:
+        KeyError: if ``name`` is not a graded name.
+    """
+    from . import checks  # noqa: F401  (registers every check)
+
+    max_score = float(POINTS[name])
+    registered = CHECKS[name]
+    started = time.perf_counter()
+    results = []
+    if name.startswith("exercise_"):
+        target = namespace  # exercises are graded on the variables the student assigned
+    else:
+        target = namespace.get(name)
+        if not callable(target):
+            results = [CheckResult(title, False, "not-implemented",
+                                   f"{name} is not defined in the submission: define a "
+                                   f"function named {name} (names are case-sensitive).")
+                       for title, _ in registered]
+            return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
+        target = isolate(target, namespace)
+    timed_out = False
+    _current["namespace"] = namespace
+    for title, fn in registered:
+        if timed_out:
+            results.append(CheckResult(title, False, "timeout",
+                                       f"not run: {name} already exceeded its time limit of "
+                                       f"{time_limit_s:g} s in an earlier check."))
+            continue
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                    warnings.catch_warnings(), time_limit(time_limit_s):
+                warnings.simplefilter("ignore")
+                fn(target)
+        except Fail as failure:
+            results.append(CheckResult(title, False, failure.fault, failure.message))
+        except StudentTimeout:
+            timed_out = True
+            results.append(CheckResult(title, False, "timeout",
+                                       f"{name} did not return within {time_limit_s:g} s: "
+                                       f"look for a loop that never ends."))
+        except NotImplementedError:
+            results.append(CheckResult(title, False, "not-implemented",
+                                       f"{name} still raises NotImplementedError: replace "
+                                       f"the `raise NotImplementedError()` line with your code."))
+        except RecursionError as exc:
+            results.append(CheckResult(title, False, "crash", _student_error_message(name, exc)))
+        except Exception as exc:  # the student's own error, reported as a crash
+            results.append(CheckResult(title, False, "crash", _student_error_message(name, exc)))
+        else:
+            results.append(CheckResult(title, True, None, ""))
+    _current["namespace"] = None
+    passed = sum(r.passed for r in results)
+    score = max_score * passed / len(results) if results else 0.0
+    return FunctionResult(name, score, max_score, results, time.perf_counter() - started)
+
+
+def grade_namespace(namespace, names=None, time_limit_s=CHECK_TIME_LIMIT):
+    """Grade every name of ``POINTS`` (or ``names``) in ``namespace``.
+
+    Returns:
+        dict name -> FunctionResult, in ``POINTS`` order.
+    """
+    names = list(POINTS) if names is None else list(names)
+    return {n: grade_function(n, namespace, time_limit_s) for n in names}
+
+
+def report_dict(results):
+    """JSON-ready report of ``grade_namespace`` results, in the shape of the ``--json`` CLI.
+
+    Returns:
+        ``{"score": float, "max_score": float, "functions": {name: {"score", "max_score",
+        "checks": [{"name", "passed", "fault", "message"}]}}}``.
+    """
+    functions = {}
+    for name, r in results.items():
+        functions[name] = {
+            "score": round(r.score, 6),
+            "max_score": r.max_score,
+            "checks": [{"name": c.name, "passed": c.passed, "fault": c.fault,
+                        "message": c.message} for c in r.checks],
+        }
+    return {
+        "score": round(sum(f["score"] for f in functions.values()), 6),
+        "max_score": float(sum(f["max_score"] for f in functions.values())),
+        "functions": functions,
+    }
+
+
+def format_result(r):
+    """Plain-ASCII, student-facing text of one FunctionResult."""
+    passed = sum(c.passed for c in r.checks)
+    lines = [f"{r.name}: {r.score:.2f} / {r.max_score:g} points "
+             f"({passed} of {len(r.checks)} checks passed)"]
+    for c in r.checks:
+        if c.passed:
+            lines.append(f"  PASS  {c.name}")
+        else:
+            lines.append(f"  FAIL  {c.name}  [{c.fault}]")
+            for part in c.message.splitlines():
+                lines.append(f"        {part}")
+    if r.name in NOTES:
+        lines.append(NOTES[r.name])
+    return "\n".join(lines)
+
+
+def isclose_score(a, b):
+    """True if two scores agree to 1e-9 points."""
+    return math.isclose(a, b, abs_tol=1e-9)

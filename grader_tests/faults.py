@@ -1,0 +1,63 @@
+"""The fault ids of the kit (SPEC section 5) and what each tells a student.
+
+Every failed check reports exactly one of these ids, so that a student reads what went
+wrong and an instructor can count misconceptions across a class.
+"""
+
+FAULTS = {
+    "missing-scale": "the scores are not divided by sqrt(d_k) (or divided by sqrt(d) instead "
+    "of sqrt(d_h) with heads)",
+    "unstable-softmax": "the softmax does not subtract the maximum: exp overflows to inf/NaN "
+    "on large scores",
+    "softmax-wrong-axis": "the softmax normalises over the wrong axis (the queries instead "
+    "of the keys)",
+    "mask-after-softmax": "the mask zeroes weights after the softmax instead of setting "
+    "scores to -inf before it, so rows no longer sum to 1",
+    "mask-inverted": "the mask is read as True = blocked; in this kit True means "
+    "'may attend' / 'real token'",
+    "mask-wrong-axis": "the mask acts on the wrong axis: causal mask transposed, or padding "
+    "applied to queries instead of keys",
+    "padding-ignored": "the padding mask is not applied: the output depends on what sits in "
+    "the padded positions",
+    "nan-on-empty-row": "a fully masked row gives NaN or non-zero weights instead of zeros",
+    "head-order": "reshape and transpose are done in the wrong order: shapes are right but "
+    "the heads are mixed up",
+    "input-mutated": "an argument was modified in place",
+    "dtype-changed": "the result dtype differs from the inputs' (float32 in must give "
+    "float32 out)",
+    "wrong-shape": "the output shape differs from the contract",
+    "layer-norm-variance": "wrong normalisation: unbiased variance, variance not centred, or "
+    "eps added outside the square root",
+    "layer-norm-backward-terms": "a term of the closed-form layer-norm backward is missing",
+    "param-grad-axes": "a parameter gradient is not summed over every leading axis",
+    "softmax-backward": "the softmax backward misses the row-sum term",
+    "backward-missing-scale": "the forward pass is scaled but the backward is not (or the "
+    "reverse)",
+    "weight-grad-wrong": "a weight gradient is transposed, mis-shaped or uses the wrong "
+    "activation",
+    "param-count": "the block parameter count is off (biases or layer norms left out, d_ff "
+    "mis-used)",
+    "kv-cache-formula": "the KV-cache memory formula is off (factor 2, layers, heads or "
+    "bytes missing)",
+    "positions-wrong": "the sinusoid frequencies or the sin/cos interleaving are wrong",
+    "not-implemented": "the function still raises NotImplementedError, or is missing",
+    "timeout": "the function did not return within its time limit",
+    "crash": "the function raised an exception, exited, or killed its process",
+    "tampering": "the submission altered the grading environment",
+    "other": "a check failed for a reason the graders could not name",
+}
+
+
+def describe(fault):
+    """Return the one-sentence explanation of a fault id.
+
+    Args:
+        fault: str, a key of ``FAULTS``.
+
+    Returns:
+        str.
+
+    Raises:
+        KeyError: if ``fault`` is not a known fault id.
+    """
+    return FAULTS[fault]

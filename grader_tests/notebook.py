@@ -1,0 +1,35 @@
+"""The one call a hidden autograder cell makes: ``grade("softmax", globals())``.
+
+It runs the checks of one graded name on the notebook's own definitions, prints a
+plain-text report for the student (it appears in nbgrader's feedback), publishes the
+machine-readable result as a display output of MIME type ``RESULT_MIME`` (read by the
+class summary), and returns the score in points: the cell's last expression, which
+nbgrader takes as the cell's partial credit.
+"""
+
+from .core import format_result, grade_function
+
+RESULT_MIME = "application/vnd.attention-kit.result+json"
+
+
+def grade(name, namespace):
+    """Grade ``namespace[name]`` (or an exercise's variables) and return the points earned.
+
+    Args:
+        name: str, a graded name of ``core.POINTS``.
+        namespace: dict, usually ``globals()`` of the notebook kernel.
+
+    Returns:
+        float, points in ``[0, POINTS[name]]``.
+    """
+    result = grade_function(name, namespace)
+    print(format_result(result))
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is not None:
+            display({RESULT_MIME: result.to_dict()}, raw=True)
+    except ImportError:  # outside IPython the printed report is all there is
+        pass
+    return float(result.score)

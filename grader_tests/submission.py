@@ -1,0 +1,109 @@
+"""Load a submission (a filled-in notebook or a ``.py`` module) into a namespace.
+
+From a notebook, the code cells that define the student's work are run in order: the
+solution cells, the cells tagged ``setup`` (imports) and any cell the student added
+(no nbgrader metadata). Grade cells (hidden and visible tests) and the lesson's locked
+cells are skipped: they test or demonstrate, they define nothing the graders need.
+IPython syntax (``%magic``, ``!shell``) in a kept cell is commented out.
+"""
+
+import contextlib
+import io
+import json
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+
+MAGIC = re.compile(r"^(\s*)([%!].*)$", re.MULTILINE)
+
+
+class SubmissionError(Exception):
+    """The submission cannot be read (not a notebook, invalid JSON, no such file)."""
+
+
+@dataclass
+class Loaded:
+    """A loaded submission: its namespace and what went wrong while running its cells."""
+
+    path: str
+    namespace: dict
+    cell_errors: list = field(default_factory=list)
+
+
+def _keep(cell):
+    if cell.get("cell_type") != "code":
+        return False
+    meta = cell.get("metadata", {})
+    tags = meta.get("tags", []) or []
+    nb = meta.get("nbgrader", {}) or {}
+    if "setup" in tags or nb.get("solution"):
+        return True
+    if nb.get("grade") or nb.get("locked") or nb.get("task"):
+        return False
+    if "lesson" in tags or "visible-test" in tags:
+        return False
+    return True
+
+
+def code_of_notebook(path):
+    """The code a grader runs from notebook ``path``: list of ``(cell_index, source)``.
+
+    Raises:
+        SubmissionError: if the file is not a readable notebook.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SubmissionError(f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") \
+            from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        raise SubmissionError(f"{path}: not a notebook (no list of cells)")
+    out = []
+    for i, cell in enumerate(cells):
+        if isinstance(cell, dict) and _keep(cell):
+            source = cell.get("source", "")
+            if isinstance(source, list):
+                source = "".join(source)
+            out.append((i, MAGIC.sub(r"\1pass  # \2", source)))
+    return out
+
+
+def load(path):
+    """Run a submission's code in a fresh namespace.
+
+    Args:
+        path: str, a ``.ipynb`` notebook or a ``.py`` module.
+
+    Returns:
+        Loaded. A cell that raises is recorded in ``cell_errors`` and the next cells still
+        run, as in a notebook run top to bottom.
+
+    Raises:
+        SubmissionError: if the file cannot be read.
+    """
+    if not os.path.isfile(path):
+        raise SubmissionError(f"{path}: no such file")
+    if path.endswith(".py"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                chunks = [(0, f.read())]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SubmissionError(f"{path}: unreadable ({exc})") from None
+    else:
+        chunks = code_of_notebook(path)
+    namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
+    loaded = Loaded(path, namespace)
+    sink = io.StringIO()
+    for index, source in chunks:
+        try:
+            code = compile(source, f"{os.path.basename(path)} cell {index}", "exec")
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(code, namespace)
+        except Exception as exc:  # the student's cell failed: record it, keep going
+            loaded.cell_errors.append(f"cell {index}: {type(exc).__name__}: {exc}")
+    return loaded
