@@ -28,6 +28,7 @@ import numpy as np
 from solutions import attention as reference
 
 from .faults import FAULTS
+from .integrity import borrowed_reference, environment_problems, is_protected_module
 
 # Points per graded name; they sum to 100 and are the nbgrader points of the hidden cells.
 POINTS = {
@@ -215,7 +216,17 @@ def call(fn, *args, **kwargs):
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+    _refuse_rigged(result)
+    return result
+
+
+def _refuse_rigged(result):
+    from .integrity import rigged_object
+
+    rigged = rigged_object(result)
+    if rigged:
+        raise Fail("tampering", f"{rigged}: results are compared as plain NumPy arrays.")
 
 
 def call_watching_inputs(fn, *args, **kwargs):
@@ -234,6 +245,7 @@ def call_watching_inputs(fn, *args, **kwargs):
             warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         result = fn(*args, **kwargs)
+    _refuse_rigged(result)
     modified = [f"argument {i + 1}" for i, (a, b) in enumerate(zip(args, before_args))
                 if not same_value(a, b)]
     modified += [k for k in kwargs if not same_value(kwargs[k], before_kwargs[k])]
@@ -341,7 +353,16 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
                                    f"function named {name} (names are case-sensitive).")
                        for title, _ in registered]
             return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
+        borrowed = _borrowed(target, namespace)
+        if borrowed:
+            return _all_failed(name, registered, "tampering", f"{name}: {borrowed}.",
+                               max_score, started)
         target = isolate(target, namespace)
+    problems = environment_problems()
+    if problems:
+        return _all_failed(name, registered, "tampering",
+                           f"the grading environment was altered before {name} was graded: "
+                           f"{'; '.join(problems)}.", max_score, started)
     timed_out = False
     _current["namespace"] = namespace
     for title, fn in registered:
@@ -374,9 +395,48 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
         else:
             results.append(CheckResult(title, True, None, ""))
     _current["namespace"] = None
+    problems = environment_problems()
+    if problems:
+        return _all_failed(name, registered, "tampering",
+                           f"grading {name} altered the grading environment: "
+                           f"{'; '.join(problems)}.", max_score, started)
     passed = sum(r.passed for r in results)
     score = max_score * passed / len(results) if results else 0.0
     return FunctionResult(name, score, max_score, results, time.perf_counter() - started)
+
+
+def _all_failed(name, registered, fault, message, max_score, started):
+    results = [CheckResult(title, False, fault, message) for title, _ in registered]
+    return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
+
+
+def _borrowed(fn, namespace):
+    """Why ``fn`` is the kit's own code rather than the student's, or None.
+
+    Looks at ``fn`` itself and at every global name its code (and nested code) reads:
+    a module or function of ``solutions`` / ``grader_tests`` reached that way is flagged.
+    """
+    found = borrowed_reference(fn)
+    if found:
+        return found
+    code = getattr(fn, "__code__", None)
+    names, stack = set(), [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    home = getattr(fn, "__globals__", namespace)
+    for n in sorted(names):
+        value = home.get(n)
+        module = value if isinstance(value, types.ModuleType) else None
+        if module is not None:
+            if is_protected_module(module):
+                return f"it uses the module {module.__name__}, the kit's reference or graders"
+        elif value is not None and callable(value):
+            found = borrowed_reference(value)
+            if found:
+                return f"it calls {n}, whose {found.split(', ', 1)[0][4:]}"
+    return None
 
 
 def grade_namespace(namespace, names=None, time_limit_s=CHECK_TIME_LIMIT):
