@@ -3,18 +3,22 @@
     python -m grader_tests grade PATH [--json] [--only NAME ...]
 
 PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1.
-Without ``--json`` a plain-text report per graded name is printed; with it, one JSON
+Its code runs in a sandbox process (``sandbox.py``: time and memory limits, no access
+to the graders or the reference); ``--in-process`` runs it here instead. Without ``--json`` a plain-text report per graded name is printed; with it, one JSON
 object ``{"score", "max_score", "functions": {NAME: {"score", "max_score", "checks":
-[{"name", "passed", "fault", "message"}]}}}``. The exit status is 0 when grading ran
+[{"name", "passed", "fault", "message"}]}}, "cell_errors": [str], "flags": [str]}``
+(``flags``: tampering the sandbox saw). The exit status is 0 when grading ran
 (whatever the score) and 2 when the submission could not be read.
 """
 
 import argparse
 import json
+import os
 import sys
 
 from .core import POINTS, format_result, grade_namespace, report_dict
-from .submission import SubmissionError, load
+from .sandbox import grade_isolated
+from .submission import SubmissionError, code_of_notebook, load
 
 
 def main(argv=None):
@@ -26,21 +30,31 @@ def main(argv=None):
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.add_argument("--only", nargs="+", choices=list(POINTS), metavar="NAME",
                    help="grade only these names")
+    g.add_argument("--in-process", action="store_true",
+                   help="run the submission in this process (faster, no isolation; for "
+                        "trusted code such as the reference)")
     args = parser.parse_args(argv)
 
-    try:
-        loaded = load(args.path)
-    except SubmissionError as exc:
-        if args.json:
-            print(json.dumps({"error": str(exc)}))
-        else:
-            print(f"error: {exc}", file=sys.stderr)
-        return 2
-    results = grade_namespace(loaded.namespace, args.only)
+    if not os.path.isfile(args.path):
+        return _unreadable(args, f"{args.path}: no such file")
+    flags = []
+    if args.in_process:
+        try:
+            loaded = load(args.path)
+        except SubmissionError as exc:
+            return _unreadable(args, str(exc))
+        results = grade_namespace(loaded.namespace, args.only)
+        cell_errors = loaded.cell_errors
+    else:
+        try:
+            code_of_notebook(args.path) if not args.path.endswith(".py") else None
+        except SubmissionError as exc:
+            return _unreadable(args, str(exc))
+        results, cell_errors, flags = grade_isolated(args.path, args.only)
     if args.json:
         report = report_dict(results)
-        if loaded.cell_errors:
-            report["cell_errors"] = loaded.cell_errors
+        report["cell_errors"] = cell_errors
+        report["flags"] = flags
         print(json.dumps(report, indent=1))
     else:
         for r in results.values():
@@ -48,9 +62,19 @@ def main(argv=None):
         total = sum(r.score for r in results.values())
         top = sum(r.max_score for r in results.values())
         print(f"\nTotal: {total:.2f} / {top:g}")
-        for err in loaded.cell_errors:
-            print(f"note: {err}")
+        for err in cell_errors:
+            print(f"note: a cell failed while loading: {err}")
+        for flag in flags:
+            print(f"FLAG: {flag}")
     return 0
+
+
+def _unreadable(args, message):
+    if args.json:
+        print(json.dumps({"error": message}))
+    else:
+        print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

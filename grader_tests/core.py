@@ -246,6 +246,9 @@ def call_watching_inputs(fn, *args, **kwargs):
         warnings.simplefilter("ignore")
         result = fn(*args, **kwargs)
     _refuse_rigged(result)
+    if getattr(fn, "last_args", None) is not None:  # a sandboxed function: its arguments
+        args, kwargs = fn.last_args                   # as they were after the call, there
+        args = list(args)
     modified = [f"argument {i + 1}" for i, (a, b) in enumerate(zip(args, before_args))
                 if not same_value(a, b)]
     modified += [k for k in kwargs if not same_value(kwargs[k], before_kwargs[k])]
@@ -315,7 +318,11 @@ def peer(name):
 
 
 def _student_error_message(name, exc):
-    text = f"{type(exc).__name__}: {exc}".strip()
+    if type(exc).__name__ == "WorkerDied":
+        return (f"the process running {name} ended during the call (sys.exit, os._exit, a "
+                f"signal, or memory exhausted)")
+    kind = getattr(exc, "type_name", type(exc).__name__)
+    text = f"{kind}: {exc}".strip()
     if len(text) > 300:
         text = text[:300] + "..."
     return f"calling {name} raised {text}"
@@ -365,6 +372,10 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
                            f"{'; '.join(problems)}.", max_score, started)
     timed_out = False
     _current["namespace"] = namespace
+    # In a sandbox each call has its own limit (enforced by the sandbox); the check as a
+    # whole, which also spends the grader's time (Hypothesis shrinking over the socket),
+    # gets a wider one.
+    check_limit = time_limit_s * (10 if namespace.get("__sandbox__") is not None else 1)
     for title, fn in registered:
         if timed_out:
             results.append(CheckResult(title, False, "timeout",
@@ -374,7 +385,7 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
         sink = io.StringIO()
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                    warnings.catch_warnings(), time_limit(time_limit_s):
+                    warnings.catch_warnings(), time_limit(check_limit):
                 warnings.simplefilter("ignore")
                 fn(target)
         except Fail as failure:

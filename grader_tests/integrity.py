@@ -161,6 +161,10 @@ def rigged_object(value):
     """
     for item in (value if isinstance(value, (tuple, list)) else (value,)):
         kind = type(item)
+        if kind.__name__ == "Handle" and hasattr(item, "rigged"):  # from the sandbox
+            if item.rigged:
+                return item.rigged
+            continue
         if isinstance(item, np.ndarray):
             if kind is not np.ndarray and not kind.__module__.startswith("numpy"):
                 return (f"it returned an ndarray subclass {kind.__module__}.{kind.__name__} "

@@ -12,6 +12,8 @@ import io
 import json
 import os
 import re
+import signal
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -71,11 +73,21 @@ def code_of_notebook(path):
     return out
 
 
-def load(path):
+class CellTimeout(BaseException):
+    """A cell of the submission ran past its time limit while loading."""
+
+
+def _alarm(signum, frame):
+    raise CellTimeout()
+
+
+def load(path, cell_time_limit=None):
     """Run a submission's code in a fresh namespace.
 
     Args:
         path: str, a ``.ipynb`` notebook or a ``.py`` module.
+        cell_time_limit: float or None, seconds one cell may run (SIGALRM, main thread
+            only); a cell that runs longer is stopped and recorded in ``cell_errors``.
 
     Returns:
         Loaded. A cell that raises is recorded in ``cell_errors`` and the next cells still
@@ -96,14 +108,30 @@ def load(path):
         chunks = code_of_notebook(path)
     namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
     loaded = Loaded(path, namespace)
-    sink = io.StringIO()
+    use_alarm = bool(cell_time_limit) and hasattr(signal, "SIGALRM") and \
+        threading.current_thread() is threading.main_thread()
     for index, source in chunks:
+        sink = io.StringIO()
+        previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
         try:
             code = compile(source, f"{os.path.basename(path)} cell {index}", "exec")
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                     warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                exec(code, namespace)
-        except Exception as exc:  # the student's cell failed: record it, keep going
+                if use_alarm:
+                    signal.setitimer(signal.ITIMER_REAL, cell_time_limit)
+                try:
+                    exec(code, namespace)
+                finally:
+                    if use_alarm:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+        except CellTimeout:
+            loaded.cell_errors.append(f"cell {index}: stopped after {cell_time_limit:g} s "
+                                      f"(a loop that never ends at the top level of a cell?)")
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            # the student's cell failed: record it and keep going, as a notebook run would
             loaded.cell_errors.append(f"cell {index}: {type(exc).__name__}: {exc}")
+        finally:
+            if use_alarm:
+                signal.signal(signal.SIGALRM, previous)
     return loaded

@@ -31,7 +31,8 @@ def as_array(value, what):
             return np.asarray(value)
         except Exception:
             pass
-    raise Fail("wrong-shape", f"{what} should be a NumPy array, got {type(value).__name__}.")
+    kind = getattr(value, "type_name", type(value).__name__)
+    raise Fail("wrong-shape", f"{what} should be a NumPy array, got {kind}.")
 
 
 def unpack(value, n, what):

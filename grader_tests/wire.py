@@ -1,0 +1,134 @@
+"""The wire format between the grader and the sandboxed student process: JSON, never pickle.
+
+Only plain data crosses: ``None``, bools, ints, floats (NaN and infinities included),
+strings, lists, tuples, dicts, and NumPy arrays and scalars of boolean, integer, float or
+complex dtype (sent as raw bytes with their dtype and shape). Anything else stays in the
+process that made it and travels as a ``Handle``: an opaque reference the other side can
+send back (a student's cache object, say) but never look into. Decoding therefore never
+runs code chosen by the student.
+
+This module imports only the standard library and NumPy, so that the sandbox worker can
+use it without importing the graders or the reference.
+"""
+
+import base64
+import json
+import math
+
+import numpy as np
+
+PLAIN_KINDS = "biufc"
+
+
+class Handle:
+    """An object that stayed in the student's process.
+
+    Attributes:
+        id: int, its key in the worker's table.
+        type_name: str, ``module.qualname`` of its class.
+        rigged: str or None, why its comparisons cannot be trusted (set by the worker).
+    """
+
+    __slots__ = ("id", "type_name", "rigged")
+
+    def __init__(self, id, type_name, rigged=None):
+        self.id, self.type_name, self.rigged = id, type_name, rigged
+
+    def __eq__(self, other):
+        return isinstance(other, Handle) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("handle", self.id))
+
+    def __repr__(self):
+        return f"<{self.type_name} object from the submission>"
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _encode(obj, table, rigged_of):
+    if obj is None or type(obj) in (bool, str):
+        return obj
+    if type(obj) is int:
+        return obj
+    if type(obj) is float:
+        return obj if math.isfinite(obj) else {"__float__": repr(obj)}
+    if isinstance(obj, np.ndarray) and type(obj).__module__.startswith("numpy") and \
+            obj.dtype.kind in PLAIN_KINDS:  # NumPy's own subclasses travel as plain arrays
+        arr = np.ascontiguousarray(np.asarray(obj))
+        return {"__nd__": arr.dtype.str, "shape": list(arr.shape),
+                "data": base64.b64encode(arr.tobytes()).decode("ascii")}
+    if isinstance(obj, np.generic) and type(obj).__module__ == "numpy" and \
+            obj.dtype.kind in PLAIN_KINDS:
+        return {"__np__": obj.dtype.str,
+                "data": base64.b64encode(np.asarray(obj).tobytes()).decode("ascii")}
+    if type(obj) is tuple:
+        return {"__tuple__": [_encode(x, table, rigged_of) for x in obj]}
+    if type(obj) is list:
+        return [_encode(x, table, rigged_of) for x in obj]
+    if type(obj) is dict and all(type(k) is str for k in obj):
+        return {"__dict__": [[k, _encode(v, table, rigged_of)] for k, v in obj.items()]}
+    if isinstance(obj, Handle):
+        return {"__handle__": obj.id}
+    if table is None:
+        raise TypeError(f"cannot send a {type(obj).__name__} object")
+    key = id(obj)
+    table[key] = obj
+    kind = type(obj)
+    return {"__handle__": key, "type": f"{kind.__module__}.{kind.__qualname__}",
+            "rigged": rigged_of(obj) if rigged_of else None}
+
+
+def dumps(obj, table=None, rigged_of=None):
+    """Encode ``obj`` to bytes.
+
+    Args:
+        table: dict or None. On the worker side, objects that are not plain data are
+            stored here by id and sent as handles; without a table they raise TypeError.
+        rigged_of: callable ``obj -> str or None`` describing a rigged object.
+
+    Raises:
+        TypeError: an object that is not plain data and no table to keep it in.
+    """
+    return json.dumps(_encode(obj, table, rigged_of), allow_nan=False).encode("utf-8")
+
+
+def _decode(obj, table):
+    if isinstance(obj, list):
+        return [_decode(x, table) for x in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "__nd__" in obj:
+        dtype = np.dtype(obj["__nd__"])
+        if dtype.kind not in PLAIN_KINDS:
+            raise ValueError("refused dtype")
+        data = base64.b64decode(obj["data"])
+        return np.frombuffer(data, dtype=dtype).reshape(obj["shape"]).copy()
+    if "__np__" in obj:
+        dtype = np.dtype(obj["__np__"])
+        if dtype.kind not in PLAIN_KINDS:
+            raise ValueError("refused dtype")
+        return np.frombuffer(base64.b64decode(obj["data"]), dtype=dtype)[0]
+    if "__float__" in obj:
+        return float(obj["__float__"])
+    if "__tuple__" in obj:
+        return tuple(_decode(x, table) for x in obj["__tuple__"])
+    if "__dict__" in obj:
+        return {str(k): _decode(v, table) for k, v in obj["__dict__"]}
+    if "__handle__" in obj:
+        if table is not None:
+            return table[obj["__handle__"]]
+        return Handle(int(obj["__handle__"]), str(obj.get("type", "object")),
+                      obj.get("rigged"))
+    raise ValueError("unknown encoding")
+
+
+def loads(data, table=None):
+    """Decode bytes made by ``dumps``.
+
+    Args:
+        table: on the worker side, the table that resolves handles back to objects; on
+            the grader side None, and handles decode to ``Handle`` instances.
+    """
+    return _decode(json.loads(data.decode("utf-8")), table)
