@@ -1,6 +1,7 @@
 """Command line of the graders.
 
-    python -m grader_tests grade PATH [--json] [--only NAME ...]
+    python -m grader_tests grade PATH [--json] [--only NAME ...] [--in-process]
+    python -m grader_tests batch [SUBMITTED] [--workers N] ...   (see batch.py)
 
 PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1.
 Its code runs in a sandbox process (``sandbox.py``: time and memory limits, no access
@@ -33,6 +34,15 @@ def main(argv=None):
     g.add_argument("--in-process", action="store_true",
                    help="run the submission in this process (faster, no isolation; for "
                         "trusted code such as the reference)")
+    b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
+                       add_help=False)
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "batch":
+        from .batch import main as batch_main
+
+        return batch_main(argv[1:])
     args = parser.parse_args(argv)
 
     if not os.path.isfile(args.path):

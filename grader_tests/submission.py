@@ -34,9 +34,11 @@ class Loaded:
 
 
 def _keep(cell):
+    meta = cell.get("metadata", {}) or {}
+    if cell.get("cell_type") == "raw" and (meta.get("nbgrader") or {}).get("solution"):
+        return True  # a solution cell turned into raw by mistake: its code is still the answer
     if cell.get("cell_type") != "code":
         return False
-    meta = cell.get("metadata", {})
     tags = meta.get("tags", []) or []
     nb = meta.get("nbgrader", {}) or {}
     if "setup" in tags or nb.get("solution"):

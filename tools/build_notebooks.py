@@ -87,10 +87,45 @@ def solution_code(slug, text):
         text, id=slug, metadata={"nbgrader": _nbgrader(slug, solution=True, locked=False)})
 
 
+# The visible line of each hidden cell: it fails only while the answer is still the stub
+# (so that `nbgrader validate --invert` sees every graded cell of the release fail), with
+# arguments of the right arity; any other outcome is left to the hidden checks.
+STUB_PROBES = {
+    "softmax": "softmax, np.zeros((2, 3))",
+    "causal_mask": "causal_mask, 3",
+    "padding_mask": "padding_mask, [1, 2], 3",
+    "combine_masks": "combine_masks, np.ones((3, 3), bool), np.ones((2, 3), bool)",
+    "scaled_dot_product_attention": "scaled_dot_product_attention, np.ones((2, 4)), "
+                                    "np.ones((3, 4)), np.ones((3, 2))",
+    "split_heads": "split_heads, np.ones((1, 2, 4)), 2",
+    "merge_heads": "merge_heads, np.ones((1, 2, 3, 2))",
+    "multi_head_attention": "multi_head_attention, np.ones((1, 2, 4)), np.eye(4), np.eye(4), "
+                            "np.eye(4), np.eye(4), 2",
+    "sinusoidal_positions": "sinusoidal_positions, 3, 4",
+    "layer_norm_forward": "layer_norm_forward, np.ones((2, 4)), np.ones(4), np.zeros(4)",
+    "layer_norm_backward": "layer_norm_backward, np.ones((2, 4)), None",
+    "attention_forward": "attention_forward, np.ones((1, 2, 4)), {}, 2",
+    "attention_backward": "attention_backward, np.ones((1, 2, 4)), None",
+    "block_param_count": "block_param_count, 8",
+    "kv_cache_bytes": "kv_cache_bytes, 1, 1, 1, 1, 1, 2",
+}
+EXERCISE_VARIABLES = {
+    "exercise_weight_ratio": ("weight_ratio_unscaled", "weight_ratio_scaled"),
+    "exercise_decoder_budget": ("budget_block_params", "budget_weight_bytes_fp16",
+                                "budget_kv_cache_bytes", "budget_kv_to_weights",
+                                "budget_kv_cache_bytes_mqa"),
+}
+
+
 def hidden_cell(name):
     """The autograder cell of graded name ``name``: its hidden tests call the graders."""
     slug = grade_id(name)
+    if name in EXERCISE_VARIABLES:
+        probe = "require_answers(" + ", ".join(f'"{v}"' for v in EXERCISE_VARIABLES[name]) + ")"
+    else:
+        probe = f"require_implemented({STUB_PROBES[name]})"
     text = (f"# Hidden checks of {name} run when your notebook is graded.\n"
+            f"{probe}\n"
             "### BEGIN HIDDEN TESTS\n"
             "from grader_tests import grade\n"
             f'grade("{name}", globals())\n'
@@ -222,10 +257,12 @@ and the graders name them when they see them.
 SETUP = r'''
 """Setup: imports and the helpers used by the tests. Run this cell first."""
 import contextlib
+import io
 import math
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -268,6 +305,28 @@ def rel_error(analytic, numeric, floor=1e-6):
     if not np.any(keep):
         return 0.0
     return float(np.max(np.abs(a - n)[keep] / size[keep]))
+
+
+def require_implemented(fn, *args):
+    """Raise NotImplementedError while ``fn`` is still the stub; anything else it does on
+    ``args`` (a result, an error, a time-out) is for the hidden checks to judge."""
+    quiet = io.StringIO()
+    try:
+        with time_limit(2), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
+                warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            fn(*args)
+    except NotImplementedError:
+        raise
+    except BaseException:
+        pass
+
+
+def require_answers(*names):
+    """Raise NotImplementedError if an exercise variable has not been assigned yet."""
+    missing = [n for n in names if n not in globals()]
+    if missing:
+        raise NotImplementedError(f"assign {', '.join(missing)} in the answer cell above")
 
 
 def numerical_gradient(loss, x, eps=1e-6):

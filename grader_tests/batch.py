@@ -1,0 +1,325 @@
+"""Grade a whole ``submitted/`` folder, isolated, in parallel, into nbgrader's gradebook.
+
+    python -m grader_tests batch [SUBMITTED] [--assignment attention] [--workers N]
+                                 [--db-url URL] [--log FILE] [--fresh]
+
+Each student's submission is graded by ``sandbox.grade_isolated`` in a pool of ``N``
+worker processes (default: the machine's cores). As each student finishes, the
+coordinator (this process, the only one that touches the database) appends the result
+to a JSON-lines log and writes the score of every hidden-check cell to nbgrader's
+gradebook (``Grade.auto_score``), flagging the submitted notebook when tampering was seen.
+
+Killed and started again, the command reads its log: a student whose submission file has
+the same SHA-256 as the logged one is not graded again (its logged result is written to
+the gradebook if the database missed it), so nothing is graded twice and nothing graded is
+lost. A bad submission (unreadable notebook, empty folder) gets a grade of 0 with its
+reason and never stops the batch. At the end a summary lists per student the score, flags
+and errors, and per fault id how many students hit it; where nbgrader's in-kernel
+autograde (``autograded/``) scored a cell differently, the summary says so.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+
+from .core import POINTS, grade_id, report_dict
+
+NOTEBOOK = "attention"
+
+
+def find_submission(folder, assignment=NOTEBOOK):
+    """The file to grade in ``folder`` (``submitted/<student>/<assignment>``).
+
+    Prefers ``<assignment>.ipynb``; otherwise a single other notebook (a renamed copy such
+    as ``attention (1).ipynb``), then a ``.py`` file.
+
+    Returns:
+        ``(path or None, note or None)``: the note says what was chosen or why nothing was.
+    """
+    if not os.path.isdir(folder):
+        return None, f"no folder {folder}"
+    exact = os.path.join(folder, f"{assignment}.ipynb")
+    if os.path.isfile(exact):
+        return exact, None
+    notebooks = sorted(p for p in glob.glob(os.path.join(folder, "*.ipynb"))
+                       if ".ipynb_checkpoints" not in p)
+    if notebooks:
+        note = f"graded {os.path.basename(notebooks[0])} (expected {assignment}.ipynb)"
+        if len(notebooks) > 1:
+            note += f"; {len(notebooks) - 1} other notebook(s) ignored"
+        return notebooks[0], note
+    scripts = sorted(glob.glob(os.path.join(folder, "*.py")))
+    if scripts:
+        return scripts[0], f"graded the Python file {os.path.basename(scripts[0])} " \
+                           f"(expected {assignment}.ipynb)"
+    return None, "the submission folder is empty: nothing to grade"
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _grade_job(student, path):
+    """Run in a pool worker: grade one file; never raises."""
+    from .sandbox import grade_isolated
+
+    started = time.perf_counter()
+    try:
+        results, cell_errors, flags = grade_isolated(path)
+        report = report_dict(results)
+        error = None
+    except Exception as exc:  # the grader's own failure for this file: recorded, not fatal
+        report, cell_errors, flags = None, [], []
+        error = f"grading failed: {type(exc).__name__}: {exc}"
+    return {"student": student, "report": report, "cell_errors": cell_errors, "flags": flags,
+            "error": error, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def zero_report(message):
+    """A report of 0 points everywhere, for a submission that could not be graded."""
+    functions = {name: {"score": 0.0, "max_score": float(points),
+                        "checks": [{"name": "submission readable", "passed": False,
+                                    "fault": "crash", "message": message}]}
+                 for name, points in POINTS.items()}
+    return {"score": 0.0, "max_score": float(sum(POINTS.values())), "functions": functions}
+
+
+class Log:
+    """Append-only JSON-lines record of finished students; the last line per student wins."""
+
+    def __init__(self, path):
+        self.path = path
+        self.records = {}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:  # a line cut by a kill mid-write
+                        continue
+                    self.records[rec["student"]] = rec
+
+    def append(self, record):
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.records[record["student"]] = record
+
+
+def write_gradebook(db_url, assignment, record):
+    """Record one student's per-cell scores (and tampering flag) in nbgrader's gradebook.
+
+    Raises:
+        nbgrader.api.MissingEntry: if the assignment is not in the gradebook (run
+            ``nbgrader generate_assignment`` first).
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    report = record["report"]
+    with Gradebook(db_url) as gb:
+        gb.update_or_create_student(record["student"])
+        try:
+            gb.find_submission(assignment, record["student"])
+        except MissingEntry:
+            gb.add_submission(assignment, record["student"])
+        for name, f in report["functions"].items():
+            try:
+                grade = gb.find_grade(grade_id(name), NOTEBOOK, assignment, record["student"])
+            except MissingEntry:
+                continue
+            grade.auto_score = float(f["score"])
+        notebook = gb.find_submission_notebook(NOTEBOOK, assignment, record["student"])
+        notebook.flagged = bool(record.get("flags"))
+        gb.db.commit()
+
+
+def gradebook_has(db_url, assignment, student):
+    """True if every hidden-check cell of ``student`` has an automatic score."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            for name in POINTS:
+                if gb.find_grade(grade_id(name), NOTEBOOK, assignment, student).auto_score is None:
+                    return False
+        except MissingEntry:
+            return False
+    return True
+
+
+def in_kernel_scores(root, student, assignment):
+    """Per-cell scores nbgrader's autograde recorded in ``autograded/`` (or None)."""
+    path = os.path.join(root, "autograded", student, assignment, f"{NOTEBOOK}.ipynb")
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            nb = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+    scores = {}
+    for cell in nb.get("cells", []):
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+        if not gid.endswith("_hidden_checks"):
+            continue
+        name = gid[: -len("_hidden_checks")]
+        score = 0.0
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error" or out.get("name") == "stderr":
+                score = 0.0
+                break
+            if out.get("output_type") == "execute_result":
+                text = out.get("data", {}).get("text/plain", "0")
+                text = "".join(text) if isinstance(text, list) else text
+                try:
+                    score = float(text)
+                except ValueError:
+                    score = float(POINTS.get(name, 0))
+                break
+        scores[name] = score
+    return scores
+
+
+def summarise(log, students, root, assignment, out=sys.stdout):
+    """Print the per-student table, the per-fault counts and any in-kernel disagreement.
+
+    Returns:
+        dict with ``students`` (rows) and ``faults`` (id -> number of students).
+    """
+    rows, faults = [], Counter()
+    for student in students:
+        rec = log.records.get(student)
+        if rec is None:
+            rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
+            continue
+        report = rec["report"]
+        hit = sorted({c["fault"] for f in report["functions"].values() for c in f["checks"]
+                      if not c["passed"]})
+        faults.update(hit)
+        errors = ([rec["error"]] if rec.get("error") else []) + rec.get("cell_errors", [])
+        if rec.get("note"):
+            errors.append(rec["note"])
+        disagree = []
+        kernel = in_kernel_scores(root, student, assignment)
+        if kernel:
+            for name, f in report["functions"].items():
+                if name in kernel and abs(kernel[name] - f["score"]) > 1e-6:
+                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f['score']:g}")
+        rows.append({"student": student, "score": report["score"], "max_score": report["max_score"],
+                     "flags": rec.get("flags", []), "errors": errors, "faults": hit,
+                     "disagreements": disagree})
+    width = max([len(r["student"]) for r in rows] + [7])
+    print(f"\n{'student':<{width}}  {'score':>12}  faults / flags / errors", file=out)
+    for r in rows:
+        score = "-" if r["score"] is None else f"{r['score']:.2f} / {r['max_score']:g}"
+        extras = r.get("faults", []) + [f"FLAG: {f}" for f in r["flags"]] + \
+            [f"error: {e}" for e in r["errors"]] + \
+            [f"disagrees with nbgrader: {d}" for d in r.get("disagreements", [])]
+        print(f"{r['student']:<{width}}  {score:>12}  {'; '.join(extras)}", file=out)
+    print("\nstudents per fault id:", file=out)
+    for fault, n in faults.most_common():
+        print(f"  {fault:<28} {n}", file=out)
+    return {"students": rows, "faults": dict(faults)}
+
+
+def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None, fresh=False,
+        root=None, progress=True):
+    """Grade every student folder of ``submitted``; see the module doc.
+
+    Returns:
+        the summary dict of ``summarise``.
+    """
+    root = root or os.path.dirname(os.path.abspath(submitted))
+    db_url = db_url or "sqlite:///" + os.path.join(root, "gradebook.db")
+    log_path = log_path or os.path.join(root, "batch_log.jsonl")
+    if fresh and os.path.exists(log_path):
+        os.remove(log_path)
+    log = Log(log_path)
+    students = sorted(d for d in os.listdir(submitted)
+                      if os.path.isdir(os.path.join(submitted, d)) and not d.startswith("."))
+    jobs, notes = [], {}
+    for student in students:
+        path, note = find_submission(os.path.join(submitted, student, assignment), assignment)
+        if path is None:
+            rec = {"student": student, "sha256": None, "report": zero_report(note),
+                   "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
+            previous = log.records.get(student)
+            if previous is None or previous.get("sha256") is not None:
+                log.append(rec)
+            write_gradebook(db_url, assignment, log.records[student])
+            continue
+        digest = sha256(path)
+        previous = log.records.get(student)
+        if previous is not None and previous.get("sha256") == digest:
+            if not gradebook_has(db_url, assignment, student):
+                write_gradebook(db_url, assignment, previous)  # logged but not yet stored
+            continue
+        notes[student] = (path, digest, note)
+        jobs.append((student, path))
+
+    workers = workers or os.cpu_count() or 1
+    bar = None
+    if progress and jobs:
+        from rich.progress import Progress
+
+        bar = Progress(transient=False)
+        bar.start()
+        task = bar.add_task(f"grading {len(jobs)} submission(s) with {workers} worker(s)",
+                            total=len(jobs))
+    try:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_grade_job, s, p): s for s, p in jobs}
+            for future in concurrent.futures.as_completed(futures):
+                student = futures[future]
+                path, digest, note = notes[student]
+                try:
+                    rec = future.result()
+                except Exception as exc:  # a pool worker died: record it for this student
+                    rec = {"student": student, "report": None, "cell_errors": [], "flags": [],
+                           "error": f"grading process failed: {type(exc).__name__}: {exc}",
+                           "seconds": 0.0}
+                if rec["report"] is None:
+                    rec["report"] = zero_report(rec["error"])
+                rec.update(sha256=digest, path=os.path.relpath(path, root), note=note,
+                           finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
+                log.append(rec)
+                write_gradebook(db_url, assignment, rec)
+                if bar is not None:
+                    bar.advance(task)
+    finally:
+        if bar is not None:
+            bar.stop()
+    return summarise(log, students, root, assignment)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m grader_tests batch",
+                                     description="Grade every submission, isolated, into the "
+                                                 "gradebook.")
+    parser.add_argument("submitted", nargs="?", default="submitted")
+    parser.add_argument("--assignment", default=NOTEBOOK)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--db-url", default=None)
+    parser.add_argument("--log", default=None, help="JSON-lines log (default: batch_log.jsonl "
+                                                    "beside SUBMITTED)")
+    parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
+    parser.add_argument("--summary-json", default=None, help="also write the summary here")
+    args = parser.parse_args(argv)
+    summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
+                  args.fresh)
+    if args.summary_json:
+        with open(args.summary_json, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+    return 0
