@@ -83,6 +83,14 @@ class Fail(Exception):
         self.message = message
 
 
+class StubHit(BaseException):
+    """Raised by ``call`` when the student's function is still the stub.
+
+    A ``BaseException`` so that Hypothesis stops at once instead of shrinking an input
+    that every call fails on.
+    """
+
+
 class StudentTimeout(BaseException):
     """Raised inside student code when a check's time limit runs out.
 
@@ -216,7 +224,10 @@ def call(fn, *args, **kwargs):
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except NotImplementedError:
+            raise StubHit() from None
     _refuse_rigged(result)
     return result
 
@@ -244,7 +255,10 @@ def call_watching_inputs(fn, *args, **kwargs):
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except NotImplementedError:
+            raise StubHit() from None
     _refuse_rigged(result)
     if getattr(fn, "last_args", None) is not None:  # a sandboxed function: its arguments
         args, kwargs = fn.last_args                   # as they were after the call, there
@@ -395,7 +409,7 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
             results.append(CheckResult(title, False, "timeout",
                                        f"{name} did not return within {time_limit_s:g} s: "
                                        f"look for a loop that never ends."))
-        except NotImplementedError:
+        except (NotImplementedError, StubHit):
             results.append(CheckResult(title, False, "not-implemented",
                                        f"{name} still raises NotImplementedError: replace "
                                        f"the `raise NotImplementedError()` line with your code."))
