@@ -27,9 +27,11 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections import Counter
 
 from .core import POINTS, grade_id, report_dict
+from .submission import SubmissionError, code_of_notebook
 
 NOTEBOOK = "attention"
 
@@ -90,7 +92,7 @@ def zero_report(message):
     """A report of 0 points everywhere, for a submission that could not be graded."""
     functions = {name: {"score": 0.0, "max_score": float(points),
                         "checks": [{"name": "submission readable", "passed": False,
-                                    "fault": "crash", "message": message}]}
+                                    "fault": "other", "message": message}]}
                  for name, points in POINTS.items()}
     return {"score": 0.0, "max_score": float(sum(POINTS.values())), "functions": functions}
 
@@ -128,7 +130,8 @@ def write_gradebook(db_url, assignment, record):
     from nbgrader.api import Gradebook, MissingEntry
 
     report = record["report"]
-    with Gradebook(db_url) as gb:
+    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+        warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy warnings on add_submission
         gb.update_or_create_student(record["student"])
         try:
             gb.find_submission(assignment, record["student"])
@@ -266,6 +269,16 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             if not gradebook_has(db_url, assignment, student):
                 write_gradebook(db_url, assignment, previous)  # logged but not yet stored
             continue
+        if path.endswith(".ipynb"):
+            try:
+                code_of_notebook(path)
+            except SubmissionError as exc:
+                rec = {"student": student, "sha256": digest, "report": zero_report(str(exc)),
+                       "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
+                       "path": os.path.relpath(path, root), "note": note}
+                log.append(rec)
+                write_gradebook(db_url, assignment, rec)
+                continue
         notes[student] = (path, digest, note)
         jobs.append((student, path))
 

@@ -1,0 +1,189 @@
+"""The batch grader on a class of broken notebooks, killed halfway and resumed.
+
+Every student gets one grade and, where something was wrong with the file, a message;
+the batch never stops on a bad submission; a killed run resumes without grading anyone
+twice and without losing a grade already written to nbgrader's gradebook.
+"""
+
+import copy
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow
+
+
+def _env(course):
+    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A course folder with the assignment released into its own gradebook."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(os.path.join(ROOT, "source"), root / "source",
+                    ignore=shutil.ignore_patterns("training"))
+    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
+                           "--force"], cwd=root, env=_env(root), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return root
+
+
+def _correct_notebook(course):
+    """The release notebook with every solution cell filled from the source notebook."""
+    release = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)
+    source = nbformat.read(str(course / "source" / "attention" / "attention.ipynb"), 4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = answers[meta["grade_id"]]
+    return release
+
+
+def _cell_index(nb, grade_id):
+    return next(i for i, c in enumerate(nb.cells)
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _write(course, student, nb=None, name="attention.ipynb", raw=None):
+    folder = course / "submitted" / student / "attention"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    if raw is not None:
+        path.write_bytes(raw)
+    elif nb is not None:
+        path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def bad_class(course):
+    good = _correct_notebook(course)
+    _write(course, "s_correct", good)
+    _write(course, "s_invalid_json", raw=b'{"cells": [ {"cell_type": "code", ')
+    old = copy.deepcopy(good)
+    old["nbformat_minor"] = 4
+    for c in old["cells"]:
+        c.pop("id", None)
+    _write(course, "s_nbformat_44", old)
+    deleted = copy.deepcopy(good)
+    del deleted["cells"][_cell_index(deleted, "softmax_hidden_checks")]
+    _write(course, "s_deleted_cell", deleted)
+    dup = copy.deepcopy(good)
+    i = _cell_index(dup, "causal_mask_solution")
+    dup["cells"].insert(i + 1, copy.deepcopy(dup["cells"][i]))
+    _write(course, "s_duplicated_cell", dup)
+    split = copy.deepcopy(good)
+    i = _cell_index(split, "kv_cache_bytes_solution")
+    first, rest = split["cells"][i].source.split("### BEGIN SOLUTION", 1)
+    tail = copy.deepcopy(split["cells"][i])
+    tail.metadata = {}
+    split["cells"][i].source = first + "### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"
+    tail.source = ("def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch, "
+                   "bytes_per_element):\n    return 2 * n_layers * n_kv_heads * d_head * "
+                   "seq_len * batch * bytes_per_element\n")
+    split["cells"].insert(i + 1, tail)
+    _write(course, "s_split_cell", split)
+    to_md = copy.deepcopy(good)
+    i = _cell_index(to_md, "padding_mask_visible_test")
+    to_md["cells"][i] = nbformat.v4.new_markdown_cell(to_md["cells"][i].source)
+    _write(course, "s_test_cell_markdown", to_md)
+    to_raw = copy.deepcopy(good)
+    i = _cell_index(to_raw, "merge_heads_solution")
+    cell = to_raw["cells"][i]
+    to_raw["cells"][i] = nbformat.v4.new_raw_cell(cell.source, metadata=cell.metadata)
+    _write(course, "s_solution_cell_raw", to_raw)
+    _write(course, "s_renamed", good, name="attention (1).ipynb")
+    accents = copy.deepcopy(good)
+    i = _cell_index(accents, "softmax_solution")
+    accents["cells"][i].source = "# Però l'attenzione è tutto — ✓ 注意\n" + \
+        accents["cells"][i].source
+    _write(course, "s_non_ascii", accents)
+    big = copy.deepcopy(good)
+    big["cells"][1]["outputs"] = [nbformat.v4.new_output("stream", name="stdout",
+                                                         text="x" * (30 * 2**20))]
+    _write(course, "s_huge_output", big)
+    py = course / "submitted" / "s_python_file" / "attention"
+    py.mkdir(parents=True)
+    answers = "\n".join(c.source for c in good.cells if c.get("cell_type") == "code" and
+                        c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("_answer"))
+    (py / "attention.py").write_text(open(os.path.join(ROOT, "solutions", "attention.py"))
+                                     .read() + "\n" + answers)
+    (course / "submitted" / "s_empty" / "attention").mkdir(parents=True)
+    return course
+
+
+def _batch(course, *extra):
+    return subprocess.Popen([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                             "--workers", "2", "--summary-json", "summary.json", *extra],
+                            cwd=course, env=dict(_env(course), LANG="C", LC_ALL="C"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _log(course):
+    path = course / "batch_log.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_killed_batch_resumes_without_grading_twice(bad_class):
+    course = bad_class
+    proc = _batch(course)
+    deadline = time.time() + 300
+    while time.time() < deadline and len([r for r in _log(course) if r.get("sha256")]) < 2:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _log(course)
+    graded_before = {r["student"] for r in before if r.get("sha256")}
+    assert graded_before, "the first run graded nobody before it was killed"
+    students = sorted(os.listdir(course / "submitted"))
+    assert len(graded_before) < len([s for s in students if s != "s_empty"]), \
+        "the first run finished before it could be killed: nothing to resume"
+
+    proc = _batch(course)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    after = _log(course)
+    graded = [r["student"] for r in after if r.get("sha256")]
+    assert sorted(graded) == sorted(set(graded)), "a student was graded twice"
+    assert set(graded) | {"s_empty"} == set(students)
+
+    from nbgrader.api import Gradebook
+
+    summary = json.loads((course / "summary.json").read_text())
+    rows = {r["student"]: r for r in summary["students"]}
+    with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
+        for student in students:
+            sub = gb.find_submission("attention", student)
+            assert sub.score == pytest.approx(rows[student]["score"]), student
+
+    full = rows["s_correct"]["score"]
+    assert full == pytest.approx(100.0), rows["s_correct"]
+    for student in ("s_nbformat_44", "s_deleted_cell", "s_duplicated_cell", "s_split_cell",
+                    "s_test_cell_markdown", "s_solution_cell_raw", "s_renamed", "s_non_ascii",
+                    "s_huge_output", "s_python_file"):
+        assert rows[student]["score"] == pytest.approx(full), (student, rows[student])
+    assert rows["s_renamed"]["errors"] and "attention (1).ipynb" in rows["s_renamed"]["errors"][0]
+    assert "python file" in " ".join(rows["s_python_file"]["errors"]).lower()
+    for student, words in (("s_invalid_json", "not a readable notebook"),
+                           ("s_empty", "empty")):
+        assert rows[student]["score"] == 0, rows[student]
+        assert any(words in e for e in rows[student]["errors"]), rows[student]
+    assert summary["faults"], "the per-fault summary is empty"
+    assert "students per fault id" in out
