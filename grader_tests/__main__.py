@@ -5,7 +5,8 @@
 
 PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1.
 Its code runs in a sandbox process (``sandbox.py``: time and memory limits, no access
-to the graders or the reference); ``--in-process`` runs it here instead. Without ``--json`` a plain-text report per graded name is printed; with it, one JSON
+to the graders or the reference); ``--in-process`` runs it here instead. Without
+``--json`` a plain-text report per graded name is printed; with it, one JSON
 object ``{"score", "max_score", "functions": {NAME: {"score", "max_score", "checks":
 [{"name", "passed", "fault", "message"}]}}, "cell_errors": [str], "flags": [str]}``
 (``flags``: tampering the sandbox saw). The exit status is 0 when grading ran

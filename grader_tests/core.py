@@ -59,7 +59,7 @@ CHECK_TIME_LIMIT = 4.0
 
 
 def grade_id(name):
-    """nbgrader grade id of the hidden cell that grades ``name`` (e.g. ``softmax_hidden_checks``)."""
+    """nbgrader grade id of the hidden cell grading ``name`` (``softmax_hidden_checks``)."""
     return f"{name}_hidden_checks"
 
 
@@ -205,21 +205,9 @@ def same_value(a, b):
         return a is b
 
 
-def call(fn, *args, **kwargs):
-    """Call student function ``fn`` on private deep copies of its arguments.
-
-    The student's stdout and stderr are captured and dropped (nbgrader scores a cell
-    that writes to stderr as 0, and a flood must not reach the report); warnings and
-    floating-point errors are silenced, since checks look at the values.
-
-    Returns:
-        whatever ``fn`` returns.
-
-    Raises:
-        whatever ``fn`` raises, and ``StudentTimeout`` when the check's time runs out.
-    """
-    args = [_snapshot(a) for a in args]
-    kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
+def _invoke(fn, args, kwargs):
+    """``fn(*args, **kwargs)`` with output, warnings and FP errors silenced; a stub raises
+    ``StubHit``; a rigged result raises ``Fail('tampering')``."""
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -232,6 +220,23 @@ def call(fn, *args, **kwargs):
     return result
 
 
+def call(fn, *args, **kwargs):
+    """Call student function ``fn`` on private deep copies of its arguments.
+
+    The student's stdout and stderr are captured and dropped (nbgrader scores a cell
+    that writes to stderr as 0, and a flood must not reach the report); warnings and
+    floating-point errors are silenced, since checks look at the values.
+
+    Returns:
+        whatever ``fn`` returns.
+
+    Raises:
+        whatever ``fn`` raises (``StubHit`` for ``NotImplementedError``), ``Fail`` with
+        ``tampering`` for a rigged result, and ``StudentTimeout`` when time runs out.
+    """
+    return _invoke(fn, [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()})
+
+
 def _refuse_rigged(result):
     from .integrity import rigged_object
 
@@ -241,7 +246,7 @@ def _refuse_rigged(result):
 
 
 def call_watching_inputs(fn, *args, **kwargs):
-    """Call ``fn`` on copies of its arguments and report which arguments it modified.
+    """Call ``fn`` like ``call`` and report which arguments it modified.
 
     Returns:
         ``(result, modified)``: ``modified`` is a list of argument names (``"argument 1"``
@@ -251,15 +256,7 @@ def call_watching_inputs(fn, *args, **kwargs):
     kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
     before_args = [_snapshot(a) for a in args]
     before_kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-            warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        try:
-            result = fn(*args, **kwargs)
-        except NotImplementedError:
-            raise StubHit() from None
-    _refuse_rigged(result)
+    result = _invoke(fn, args, kwargs)
     if getattr(fn, "last_args", None) is not None:  # a sandboxed function: its arguments
         args, kwargs = fn.last_args                   # as they were after the call, there
         args = list(args)

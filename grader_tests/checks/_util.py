@@ -143,3 +143,14 @@ def mutation_check(fn, args, kwargs, what, names):
 def rng(seed):
     """The graders' random generator: fixed seeds, independent of the student's."""
     return np.random.default_rng(seed)
+
+
+def backward_mutation_check(fn, dy, cache, what):
+    """Fail with ``input-mutated`` if a backward modifies ``dy`` or the forward's cache."""
+    _, modified = call_watching_inputs(fn, dy, cache)
+    if modified:
+        names = ["dy" if m == "argument 1" else "the cache" for m in modified]
+        raise Fail("input-mutated", f"{what} modified {' and '.join(names)} in place. A "
+                                    f"backward may be called twice on one cache (gradient "
+                                    f"checks do): work on new arrays (P * (dP - s), not "
+                                    f"dP -= s).")

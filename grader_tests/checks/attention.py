@@ -97,7 +97,8 @@ def sdpa_rows_sum_to_one(fn):
                              "it must run over the keys (axis -1)." if fault != "other" else ""))
     expect_shape(out, (2, 3, 5), f"{SDPA}: out")
     if not allclose(out, weights @ V, atol=1e-9):
-        raise Fail("other", f"{SDPA}: out is not weights @ V ({worst_difference(out, weights @ V)}).")
+        raise Fail("other", f"{SDPA}: out is not weights @ V "
+                            f"({worst_difference(out, weights @ V)}).")
 
 
 @check(SDPA, "causal mask: masked weights are exactly 0 and rows still sum to 1")

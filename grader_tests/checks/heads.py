@@ -111,7 +111,8 @@ def merge_edge_shapes(fn):
         got = as_array(call(fn, M), f"{MERGE}(M)")
         expect_shape(got, (shape[0], shape[2], shape[1] * shape[3]), f"{MERGE}(M of shape {shape})")
         if not np.array_equal(got, ref.merge_heads(M)):
-            raise Fail("head-order", f"{MERGE}(M of shape {shape}) puts entries in the wrong place.")
+            raise Fail("head-order", f"{MERGE}(M of shape {shape}) puts entries in the wrong "
+                                     f"place.")
 
 
 @check(MERGE, "float32 in, float32 out")
