@@ -1,0 +1,905 @@
+"""Reference solution of assignment `training`: a tiny decoder trained to copy and sort.
+
+The model is the decoder of SPEC section 3: token embedding plus a learned position
+table, ``n_layers`` Transformer blocks (pre-LN by default, post-LN for an ablation), a
+final layer norm and an output projection, trained with next-token cross-entropy counted
+on the answer positions only, with Adam (Kingma & Ba 2014, arXiv:1412.6980).
+
+Shape letters (the glossary of ``solutions.attention``, plus three):
+
+    B    batch size (sequences)          d     model width
+    T    sequence length fed to the      h     heads, d_h = d // h
+         model (inputs), 2L in training  d_ff  FFN hidden width (4d)
+    L    length of the source sequence   V     vocabulary size (21)
+
+Vectors are rows and weights multiply on the right (``x @ W + b``, ``W`` of shape
+``(d_in, d_out)``). Token ids are integers, masks booleans with True = "counts" / "may
+attend".
+
+**Wiring.** Nothing here imports the attention functions it builds on. Every function
+that needs another replaceable function takes an ``ops`` namespace (``make_ops``): the
+attention-level functions of assignment `attention` (the student's own or the
+reference's) and the pieces of this assignment (``make_batch``, ``masked_cross_entropy``,
+``block_backward``, ``adam_step``, ``greedy_generate``, ``answer_accuracy``, the model's
+forward and backward). The same code therefore trains on a student's functions in the
+notebook and on the reference here, and a grader can swap one piece for the reference
+(fault isolation).
+
+**Notebook.** ``tools/build_training_notebook.py`` copies the functions of this module
+into ``source/training/training.ipynb``: each function with a ``### BEGIN SOLUTION`` /
+``### END SOLUTION`` region becomes a stub for the students, the others are given code.
+
+Everything is deterministic given a seed: the random draws come from NumPy Generators
+passed in (``train`` derives its three streams, initialisation, batches and test set, from
+one ``SeedSequence``).
+"""
+
+import concurrent.futures
+import math
+import multiprocessing
+import time
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------
+# The tasks. A sequence is [s1 .. sL, SEP, a1 .. aL]: L symbols of an alphabet of 20, a
+# separator, and the answer (s itself for `copy`, s sorted for `sort`).
+
+N_SYMBOLS = 20          # symbols 0 .. 19
+SEP = 20                # the separator token
+VOCAB_SIZE = 21         # 20 symbols + SEP
+TASKS = ("copy", "sort")
+
+# Names an ``ops`` namespace holds: the attention-level functions (assignment `attention`)
+# the model is wired from, then the pieces of this assignment.
+ATTENTION_OPS = ("softmax", "causal_mask", "split_heads", "merge_heads",
+                 "scaled_dot_product_attention", "layer_norm_forward", "layer_norm_backward",
+                 "attention_forward", "attention_backward")
+TRAINING_OPS = ("make_batch", "masked_cross_entropy", "block_forward", "block_backward",
+                "model_forward", "model_backward", "adam_step", "greedy_generate",
+                "answer_accuracy")
+OPS_NAMES = ATTENTION_OPS + TRAINING_OPS
+
+# The parameters of one block, in the order they are created and flattened.
+BLOCK_KEYS = ("ln1_gamma", "ln1_beta", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V",
+              "b_O", "ln2_gamma", "ln2_beta", "W1", "b1", "W2", "b2")
+ATTENTION_KEYS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of the decoder (defaults: the reference configuration, L = 6).
+
+    Attributes:
+        vocab_size: V, number of token ids (20 symbols + SEP).
+        d: model width.
+        n_heads: h; must divide ``d``.
+        n_layers: number of blocks.
+        d_ff: FFN hidden width.
+        max_len: rows of the learned position table: ``2L + 1``, one per position of the
+            full sequence (the model reads positions ``0 .. 2L-1``; the last row is never
+            used but is part of the reference count of 27,253).
+        pre_ln: True for pre-LN blocks, False for post-LN (SPEC section 2).
+        scale: divide attention scores by ``sqrt(d_h)``.
+        positions: add the learned position table (False: the ablation without positions).
+    """
+
+    vocab_size: int = VOCAB_SIZE
+    d: int = 32
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 128
+    max_len: int = 13
+    pre_ln: bool = True
+    scale: bool = True
+    positions: bool = True
+
+
+def make_ops(source, **overrides):
+    """Collect the functions the model is wired from into one namespace.
+
+    Args:
+        source: a dict (a notebook's ``globals()``) or a module, or a list of them (later
+            ones win), holding the names of ``OPS_NAMES``.
+        **overrides: functions that replace single names (a grader swaps in the
+            student's ``block_backward``, say).
+
+    Returns:
+        ``types.SimpleNamespace`` with one attribute per name of ``OPS_NAMES``.
+
+    Raises:
+        KeyError: if a name is found nowhere (the message lists the missing names).
+    """
+    sources = source if isinstance(source, (list, tuple)) else [source]
+    found = {}
+    for src in sources:
+        table = src if isinstance(src, dict) else vars(src)
+        found.update({n: table[n] for n in OPS_NAMES if callable(table.get(n))})
+    found.update(overrides)
+    missing = [n for n in OPS_NAMES if n not in found]
+    if missing:
+        raise KeyError(f"these functions are not defined: {', '.join(missing)}")
+    return SimpleNamespace(**{n: found[n] for n in OPS_NAMES})
+
+
+# ---------------------------------------------------------------------------------------
+# Batches.
+
+
+def make_batch(task, L, batch_size, rng):
+    """A fresh random batch of a task, laid out for next-token prediction.
+
+    Each row is one sequence ``[s1 .. sL, SEP, a1 .. aL]`` of length ``2L + 1``: ``L``
+    symbols drawn independently and uniformly from ``0 .. N_SYMBOLS-1`` (repeats allowed),
+    the separator ``SEP``, then the answer: ``s`` for ``copy``, ``s`` sorted in increasing
+    order for ``sort``. The model reads positions ``0 .. 2L-1`` and predicts, at every
+    position, the token that follows it (positions ``1 .. 2L``); only the ``L`` predictions
+    of the answer tokens count in the loss.
+
+    Args:
+        task: ``"copy"`` or ``"sort"``.
+        L: int >= 1, number of symbols.
+        batch_size: int >= 1, ``B``.
+        rng: ``numpy.random.Generator``; the symbols are drawn with
+            ``rng.integers(0, N_SYMBOLS, size=(B, L))``, one call per batch.
+
+    Returns:
+        ``(inputs, targets, loss_mask)``: ``inputs`` int64 ``(B, 2L)`` = sequence
+        positions ``0 .. 2L-1``; ``targets`` int64 ``(B, 2L)`` = positions ``1 .. 2L``;
+        ``loss_mask`` bool ``(B, 2L)``, True exactly at the ``L`` answer predictions
+        (input positions ``L .. 2L-1``, whose targets are ``a1 .. aL``).
+
+    Raises:
+        ValueError: if ``task`` is not ``"copy"`` or ``"sort"``, or ``L`` or
+            ``batch_size`` is below 1.
+    """
+    ### BEGIN SOLUTION
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}: expected 'copy' or 'sort'")
+    if L < 1 or batch_size < 1:
+        raise ValueError(f"L and batch_size must be at least 1, got {L} and {batch_size}")
+    source = rng.integers(0, N_SYMBOLS, size=(batch_size, L))        # (B, L)
+    answer = source if task == "copy" else np.sort(source, axis=1)    # (B, L)
+    separator = np.full((batch_size, 1), SEP)
+    sequence = np.concatenate([source, separator, answer], axis=1).astype(np.int64)  # (B, 2L+1)
+    inputs, targets = sequence[:, :-1], sequence[:, 1:]               # (B, 2L) each
+    loss_mask = np.zeros((batch_size, 2 * L), dtype=bool)
+    loss_mask[:, L:] = True                                           # predictions of a1 .. aL
+    return inputs, targets, loss_mask
+    ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------
+# Parameters.
+
+
+def init_params(config, rng, dtype=np.float64):
+    """Draw the initial parameters of the decoder (SPEC section 3).
+
+    Weights ``~ N(0, 1/fan_in)`` (fan_in = rows of the matrix), token embeddings and the
+    position table ``~ 0.1 N(0, 1)``, biases and layer-norm shifts 0, layer-norm scales 1.
+    Draws are made in float64 in this order: embedding, positions (if any), then per
+    block ``W_Q, W_K, W_V, W_O, W1, W2``, then ``W_out``; the result is cast to ``dtype``.
+
+    Args:
+        config: ``ModelConfig``.
+        rng: ``numpy.random.Generator``.
+        dtype: float dtype of the returned arrays.
+
+    Returns:
+        dict name -> array: ``"embedding"`` ``(V, d)``, ``"positions"`` ``(max_len, d)``
+        (only if ``config.positions``), ``"block{i}.{key}"`` for ``key`` in ``BLOCK_KEYS``
+        (``W_*`` ``(d, d)``, ``W1`` ``(d, d_ff)``, ``W2`` ``(d_ff, d)``, vectors ``(d,)``
+        or ``(d_ff,)``), ``"ln_f_gamma"``, ``"ln_f_beta"`` ``(d,)``, ``"W_out"`` ``(d, V)``,
+        ``"b_out"`` ``(V,)``.
+
+    Raises:
+        ValueError: if ``config.d`` is not divisible by ``config.n_heads``.
+    """
+    d, V, d_ff = config.d, config.vocab_size, config.d_ff
+    if d % config.n_heads:
+        raise ValueError(f"d = {d} is not divisible by n_heads = {config.n_heads}")
+
+    def weight(rows, cols):
+        return rng.standard_normal((rows, cols)) / math.sqrt(rows)
+
+    params = {"embedding": 0.1 * rng.standard_normal((V, d))}
+    if config.positions:
+        params["positions"] = 0.1 * rng.standard_normal((config.max_len, d))
+    for i in range(config.n_layers):
+        block = {"ln1_gamma": np.ones(d), "ln1_beta": np.zeros(d),
+                 "ln2_gamma": np.ones(d), "ln2_beta": np.zeros(d)}
+        for name in ("Q", "K", "V", "O"):
+            block["W_" + name] = weight(d, d)
+            block["b_" + name] = np.zeros(d)
+        block["W1"], block["b1"] = weight(d, d_ff), np.zeros(d_ff)
+        block["W2"], block["b2"] = weight(d_ff, d), np.zeros(d)
+        params.update({f"block{i}.{key}": block[key] for key in BLOCK_KEYS})
+    params["ln_f_gamma"], params["ln_f_beta"] = np.ones(d), np.zeros(d)
+    params["W_out"], params["b_out"] = weight(d, V), np.zeros(V)
+    return {name: value.astype(dtype) for name, value in params.items()}
+
+
+def model_param_count(vocab_size, d, n_layers, max_len, d_ff=None):
+    """Number of scalar parameters of the decoder of ``init_params`` (with positions).
+
+    Token embedding ``V d``, position table ``max_len d``, ``n_layers`` pre-LN blocks of
+    ``4(d^2 + d) + 2 d d_ff + d_ff + d + 4d`` each (``12 d^2 + 13 d`` when
+    ``d_ff = 4d``), final layer norm ``2d``, output projection ``d V + V``. The reference
+    configuration (``V = 21, d = 32``, 2 layers, ``max_len = 13``, ``d_ff = 128``) has
+    27,253.
+
+    Args:
+        vocab_size: int, ``V``.
+        d: int, model width.
+        n_layers: int, number of blocks.
+        max_len: int, rows of the position table.
+        d_ff: int or None, FFN hidden width (default ``4 d``).
+
+    Returns:
+        int.
+    """
+    ### BEGIN SOLUTION
+    if d_ff is None:
+        d_ff = 4 * d
+    block = 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d) + 2 * (2 * d)
+    embeddings = vocab_size * d + max_len * d
+    head = 2 * d + d * vocab_size + vocab_size
+    return int(embeddings + n_layers * block + head)
+    ### END SOLUTION
+
+
+def block_params(params, i):
+    """The parameters of block ``i`` as a dict keyed by ``BLOCK_KEYS`` (no copies)."""
+    return {key: params[f"block{i}.{key}"] for key in BLOCK_KEYS}
+
+
+def flatten(arrays, keys):
+    """Concatenate ``arrays[k].ravel()`` for ``k`` in ``keys`` into one vector."""
+    return np.concatenate([arrays[k].ravel() for k in keys])
+
+
+def unflatten(vector, like, keys):
+    """Views into ``vector`` shaped like ``like[k]`` for ``k`` in ``keys`` (no copies)."""
+    out, start = {}, 0
+    for k in keys:
+        size = like[k].size
+        out[k] = vector[start:start + size].reshape(like[k].shape)
+        start += size
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# One block, forward and backward.
+
+
+def block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
+    """One causal Transformer block, pre-LN or post-LN (SPEC section 2).
+
+    Pre-LN (Xiong et al. 2020, arXiv:2002.04745):
+    ``x1 = x + MHA(LN1(x))``, ``y = x1 + FFN(LN2(x1))``.
+    Post-LN (Vaswani et al. 2017, arXiv:1706.03762):
+    ``x1 = LN1(x + MHA(x))``, ``y = LN2(x1 + FFN(x1))``.
+    ``FFN(u) = ReLU(u W1 + b1) W2 + b2``; MHA is ``ops.attention_forward`` with the
+    causal mask.
+
+    Args:
+        x: float ``(B, T, d)``.
+        params: dict keyed by ``BLOCK_KEYS`` (``block_params``).
+        n_heads: int ``h``.
+        ops: namespace with ``layer_norm_forward`` and ``attention_forward``.
+        pre_ln: bool, the placement of the layer norms.
+        scale: bool, passed to ``attention_forward``.
+
+    Returns:
+        ``(y, cache)``: ``y`` float ``(B, T, d)``; ``cache`` a dict with
+        ``"pre_ln"`` (bool), ``"ln1"``, ``"ln2"``, ``"attn"`` (the caches of
+        ``ops.layer_norm_forward`` and ``ops.attention_forward``), ``"attn_in"`` (the
+        attention's input), ``"ffn_in"`` ``(B, T, d)`` (the FFN's input ``u``),
+        ``"ffn_pre"`` ``(B, T, d_ff)`` (``u W1 + b1``, before the ReLU),
+        ``"ffn_hidden"`` ``(B, T, d_ff)`` (after the ReLU), ``"W1"``, ``"W2"``.
+    """
+    attn_params = {key: params[key] for key in ATTENTION_KEYS}
+    cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
+    if pre_ln:
+        a, cache["ln1"] = ops.layer_norm_forward(x, params["ln1_gamma"], params["ln1_beta"])
+        att, cache["attn"] = ops.attention_forward(a, attn_params, n_heads, causal=True,
+                                                   scale=scale)
+        x1 = x + att
+        u, cache["ln2"] = ops.layer_norm_forward(x1, params["ln2_gamma"], params["ln2_beta"])
+    else:
+        a = x
+        att, cache["attn"] = ops.attention_forward(x, attn_params, n_heads, causal=True,
+                                                   scale=scale)
+        x1, cache["ln1"] = ops.layer_norm_forward(x + att, params["ln1_gamma"],
+                                                  params["ln1_beta"])
+        u = x1
+    pre = u @ params["W1"] + params["b1"]                  # (B, T, d) -> (B, T, d_ff)
+    hidden = np.maximum(pre, 0)
+    f = hidden @ params["W2"] + params["b2"]               # (B, T, d_ff) -> (B, T, d)
+    cache.update(attn_in=a, ffn_in=u, ffn_pre=pre, ffn_hidden=hidden)
+    if pre_ln:
+        y = x1 + f
+    else:
+        y, cache["ln2"] = ops.layer_norm_forward(x1 + f, params["ln2_gamma"],
+                                                 params["ln2_beta"])
+    return y, cache
+
+
+def block_backward(dy, cache, ops):
+    """Backward pass of ``block_forward``, for both placements of the layer norms.
+
+    Walk the forward in reverse. A residual sum ``x1 + f`` passes its gradient unchanged
+    to both terms, and a value used twice (``x1`` feeds the FFN and the residual) receives
+    the sum of both gradients. The FFN: ``dW2 = hidden^T df``, ``db2 = sum df``,
+    ``d pre = (df W2^T) * (pre > 0)`` (the ReLU passes the gradient where its input was
+    positive), ``dW1 = u^T d pre``, ``db1 = sum d pre``, ``du = d pre W1^T``, with the
+    sums over every token (all leading axes). Layer norms and attention go through
+    ``ops.layer_norm_backward`` and ``ops.attention_backward`` with the caches in
+    ``cache``.
+
+    Args:
+        dy: float ``(B, T, d)``, gradient of the loss with respect to the block's output.
+        cache: what ``block_forward`` returned (not modified).
+        ops: namespace with ``layer_norm_backward`` and ``attention_backward``.
+
+    Returns:
+        ``(dx, grads)``: ``dx`` float ``(B, T, d)``; ``grads`` a dict keyed by
+        ``BLOCK_KEYS`` with the shapes of the block's parameters.
+    """
+    ### BEGIN SOLUTION
+    grads = {}
+
+    def ffn_backward(df):
+        u, pre, hidden = cache["ffn_in"], cache["ffn_pre"], cache["ffn_hidden"]
+        d, d_ff = u.shape[-1], hidden.shape[-1]
+        df2 = df.reshape(-1, d)                                        # (B*T, d)
+        grads["W2"] = hidden.reshape(-1, d_ff).T @ df2                 # (d_ff, d)
+        grads["b2"] = df2.sum(axis=0)
+        dpre = (df2 @ cache["W2"].T) * (pre.reshape(-1, d_ff) > 0)     # (B*T, d_ff)
+        grads["W1"] = u.reshape(-1, d).T @ dpre                        # (d, d_ff)
+        grads["b1"] = dpre.sum(axis=0)
+        return (dpre @ cache["W1"].T).reshape(df.shape)                # du: (B, T, d)
+
+    if cache["pre_ln"]:
+        dx1 = dy + 0                                                   # residual: y = x1 + f
+        du = ffn_backward(dy)
+        dln2, grads["ln2_gamma"], grads["ln2_beta"] = ops.layer_norm_backward(du, cache["ln2"])
+        dx1 = dx1 + dln2                                               # x1 feeds LN2 and the residual
+        da, attn_grads = ops.attention_backward(dx1, cache["attn"])
+        dln1, grads["ln1_gamma"], grads["ln1_beta"] = ops.layer_norm_backward(da, cache["ln1"])
+        dx = dx1 + dln1                                                # x feeds LN1 and the residual
+    else:
+        ds2, grads["ln2_gamma"], grads["ln2_beta"] = ops.layer_norm_backward(dy, cache["ln2"])
+        dx1 = ds2 + ffn_backward(ds2)                                  # s2 = x1 + FFN(x1)
+        ds1, grads["ln1_gamma"], grads["ln1_beta"] = ops.layer_norm_backward(dx1, cache["ln1"])
+        dx_attn, attn_grads = ops.attention_backward(ds1, cache["attn"])
+        dx = ds1 + dx_attn                                             # s1 = x + MHA(x)
+    grads.update({key: attn_grads[key] for key in ATTENTION_KEYS})
+    return dx, {key: grads[key] for key in BLOCK_KEYS}
+    ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------
+# The whole model.
+
+
+def model_forward(params, inputs, config, ops):
+    """Logits of the next token at every position.
+
+    ``h0 = E[inputs] + P[:T]`` (token embedding plus the learned position table, or
+    ``E[inputs]`` alone when ``config.positions`` is False), the blocks, the final layer
+    norm, then ``logits = LN_f(h) W_out + b_out``.
+
+    Args:
+        params: dict of ``init_params``.
+        inputs: ints ``(B, T)`` with ``T <= config.max_len``, values in ``0 .. V-1``.
+        config: ``ModelConfig``.
+        ops: namespace (``make_ops``) with ``block_forward`` and ``layer_norm_forward``
+            and what ``block_forward`` uses.
+
+    Returns:
+        ``(logits, cache)``: ``logits`` float ``(B, T, V)`` in the dtype of the
+        parameters; ``cache`` for ``model_backward``.
+
+    Raises:
+        ValueError: if ``T > config.max_len`` with positions.
+    """
+    inputs = np.asarray(inputs)
+    T = inputs.shape[1]
+    h = params["embedding"][inputs]                          # (B, T) -> (B, T, d)
+    if config.positions:
+        if T > params["positions"].shape[0]:
+            raise ValueError(f"sequence of length {T} is longer than the position table "
+                             f"({params['positions'].shape[0]} rows)")
+        h = h + params["positions"][:T]                      # (T, d) broadcast over B
+    block_caches = []
+    for i in range(config.n_layers):
+        h, c = ops.block_forward(h, block_params(params, i), config.n_heads, ops,
+                                 pre_ln=config.pre_ln, scale=config.scale)
+        block_caches.append(c)
+    hf, ln_f = ops.layer_norm_forward(h, params["ln_f_gamma"], params["ln_f_beta"])
+    logits = hf @ params["W_out"] + params["b_out"]         # (B, T, d) -> (B, T, V)
+    cache = {"inputs": inputs, "blocks": block_caches, "ln_f": ln_f, "hf": hf,
+             "config": config, "params": params}
+    return logits, cache
+
+
+def model_backward(dlogits, cache, ops):
+    """Gradients of every parameter, given the gradient of the loss w.r.t. the logits.
+
+    Args:
+        dlogits: float ``(B, T, V)``.
+        cache: what ``model_forward`` returned.
+        ops: namespace with ``block_backward`` and ``layer_norm_backward``.
+
+    Returns:
+        dict with the keys and shapes of ``cache["params"]``.
+    """
+    params, config = cache["params"], cache["config"]
+    V, d = params["W_out"].shape[1], params["W_out"].shape[0]
+    hf, inputs = cache["hf"], cache["inputs"]
+    g2 = dlogits.reshape(-1, V)                              # (B*T, V)
+    grads = {"W_out": hf.reshape(-1, d).T @ g2, "b_out": g2.sum(axis=0)}
+    dh = dlogits @ params["W_out"].T                         # (B, T, V) -> (B, T, d)
+    dh, grads["ln_f_gamma"], grads["ln_f_beta"] = ops.layer_norm_backward(dh, cache["ln_f"])
+    for i in reversed(range(config.n_layers)):
+        dh, block_grads = ops.block_backward(dh, cache["blocks"][i], ops)
+        grads.update({f"block{i}.{key}": block_grads[key] for key in BLOCK_KEYS})
+    # Embedding rows are gathered (E[inputs]), so their gradient is a scatter-add over the
+    # tokens; written as a product with the one-hot matrix of the inputs, (V, B*T) x (B*T, d).
+    one_hot = np.eye(V, dtype=dh.dtype)[inputs.reshape(-1)]           # (B*T, V)
+    grads["embedding"] = one_hot.T @ dh.reshape(-1, d)                 # (V, d)
+    if config.positions:
+        positions = np.zeros(params["positions"].shape, dtype=dh.dtype)
+        positions[:dh.shape[1]] = dh.sum(axis=0)             # (B, T, d) -> (T, d)
+        grads["positions"] = positions
+    return {name: grads[name] for name in params}
+
+
+def masked_cross_entropy(logits, targets, loss_mask):
+    """Mean next-token cross-entropy over the positions where ``loss_mask`` is True.
+
+    ``loss = -(1/N) sum_{(b,t): mask} log softmax(logits[b, t])[targets[b, t]]`` with
+    ``N`` the number of True entries, computed stably as
+    ``log softmax(z)_k = z_k - m - log sum_j exp(z_j - m)``, ``m = max_j z_j``. Its
+    gradient is ``(softmax(logits) - onehot(targets)) / N`` at the masked positions and 0
+    elsewhere (the softmax-cross-entropy gradient; Goodfellow, Bengio, Courville,
+    *Deep Learning*, section 6.2.2.3).
+
+    Args:
+        logits: float ``(B, T, V)``.
+        targets: ints ``(B, T)`` in ``0 .. V-1``.
+        loss_mask: bool ``(B, T)`` with at least one True.
+
+    Returns:
+        ``(loss, dlogits)``: ``loss`` a Python float; ``dlogits`` float ``(B, T, V)``,
+        same dtype as ``logits``.
+
+    Raises:
+        ValueError: if ``loss_mask`` has no True entry.
+    """
+    ### BEGIN SOLUTION
+    loss_mask = np.asarray(loss_mask, dtype=bool)
+    n = int(loss_mask.sum())
+    if n == 0:
+        raise ValueError("loss_mask selects no position")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_total = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    log_probs = shifted - log_total                                     # (B, T, V)
+    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # (B, T)
+    loss = -float(picked[loss_mask].sum()) / n
+    dlogits = np.exp(log_probs)                                         # softmax
+    np.put_along_axis(dlogits, targets[..., None],
+                      np.take_along_axis(dlogits, targets[..., None], axis=-1) - 1, axis=-1)
+    dlogits = dlogits * (loss_mask[..., None] / n).astype(logits.dtype)
+    return loss, dlogits
+    ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------
+# Adam.
+
+
+def adam_init(params):
+    """Adam's state for ``params``: step 0 and zero moments.
+
+    Returns:
+        ``{"t": 0, "m": {name: zeros}, "v": {name: zeros}}``, moments shaped and typed
+        like ``params``.
+    """
+    return {"t": 0, "m": {k: np.zeros_like(v) for k, v in params.items()},
+            "v": {k: np.zeros_like(v) for k, v in params.items()}}
+
+
+def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    """One step of Adam with bias correction (Kingma & Ba 2014, arXiv:1412.6980, Alg. 1).
+
+    With ``t = state["t"] + 1``, for every parameter ``p`` with gradient ``g``:
+    ``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``,
+    ``m_hat = m / (1 - beta1^t)``, ``v_hat = v / (1 - beta2^t)``,
+    ``p = p - lr m_hat / (sqrt(v_hat) + eps)``.
+
+    Args:
+        params: dict name -> float array.
+        grads: dict with the same keys and shapes.
+        state: ``{"t": int, "m": dict, "v": dict}`` (``adam_init`` or a previous step);
+            not modified.
+        lr, beta1, beta2, eps: floats.
+
+    Returns:
+        ``(new_params, new_state)``: new dicts of new arrays (the inputs are left
+        untouched), dtypes as in ``params``; ``new_state["t"] = state["t"] + 1``.
+    """
+    ### BEGIN SOLUTION
+    t = state["t"] + 1
+    correction1 = 1.0 - beta1 ** t
+    correction2 = 1.0 - beta2 ** t
+    new_params, m_new, v_new = {}, {}, {}
+    for name, p in params.items():
+        g = grads[name]
+        m = beta1 * state["m"][name] + (1 - beta1) * g
+        v = beta2 * state["v"][name] + (1 - beta2) * (g * g)
+        step = lr * (m / correction1) / (np.sqrt(v / correction2) + eps)
+        new_params[name] = (p - step).astype(p.dtype, copy=False)
+        m_new[name] = m.astype(p.dtype, copy=False)
+        v_new[name] = v.astype(p.dtype, copy=False)
+    return new_params, {"t": t, "m": m_new, "v": v_new}
+    ### END SOLUTION
+
+
+# ---------------------------------------------------------------------------------------
+# Generation and evaluation.
+
+
+def greedy_generate(params, prompts, n_new, config, ops):
+    """Greedy decoding without a cache: ``n_new`` tokens, one full forward pass each.
+
+    At every step run ``ops.model_forward`` on the whole sequence so far (prompt plus the
+    tokens generated so far), take the logits of the **last** position, append their
+    argmax (ties: the lowest id, as ``np.argmax``), and go on from the extended sequence:
+    the model reads its own predictions, never the true answer.
+
+    Args:
+        params: dict of ``init_params``.
+        prompts: ints ``(B, T0)`` (for the tasks, ``[s1 .. sL, SEP]``, ``T0 = L + 1``);
+            not modified.
+        n_new: int >= 1, tokens to generate; ``T0 + n_new - 1 <= config.max_len``.
+        config: ``ModelConfig``.
+        ops: namespace with ``model_forward``.
+
+    Returns:
+        ``(tokens, logits)``: ``tokens`` int64 ``(B, n_new)``, the generated tokens;
+        ``logits`` float ``(B, n_new, V)``, the logits each token was chosen from.
+    """
+    ### BEGIN SOLUTION
+    sequence = np.array(prompts, dtype=np.int64)                   # (B, T0), a copy
+    start = sequence.shape[1]
+    chosen_logits = []
+    for _ in range(n_new):
+        logits, _ = ops.model_forward(params, sequence, config, ops)  # (B, T, V)
+        last = logits[:, -1, :]                                      # (B, V)
+        chosen_logits.append(last)
+        next_token = np.argmax(last, axis=-1).astype(np.int64)       # (B,)
+        sequence = np.concatenate([sequence, next_token[:, None]], axis=1)
+    return sequence[:, start:], np.stack(chosen_logits, axis=1)
+    ### END SOLUTION
+
+
+def generate_with_cache(params, prompts, n_new, config, ops):
+    """Greedy decoding with a KV cache; the same tokens and logits as ``greedy_generate``.
+
+    Keys and values of past positions never change (the causal mask: position ``j``
+    depends on tokens ``0 .. j`` only), so each layer keeps them in a cache. The prompt
+    is run once (prefill, causal attention over ``T0`` positions); then every new token
+    costs one query row per layer: ``q`` ``(B, h, 1, d_h)`` against the cached keys and
+    values ``(B, h, t, d_h)`` with ``ops.scaled_dot_product_attention`` (no mask: every
+    cached position is in the past). Built from ``ops.split_heads``, ``ops.merge_heads``,
+    ``ops.scaled_dot_product_attention``, ``ops.causal_mask`` and
+    ``ops.layer_norm_forward``; the arithmetic of a block is that of ``block_forward``.
+
+    Args:
+        params, prompts, n_new, config: as for ``greedy_generate``.
+        ops: namespace (``make_ops``).
+
+    Returns:
+        ``(tokens, logits)`` as ``greedy_generate``.
+    """
+    h_heads = config.n_heads
+    sequence = np.array(prompts, dtype=np.int64)
+    B, T0 = sequence.shape
+    keys, values = [None] * config.n_layers, [None] * config.n_layers
+
+    def attend(i, a, first):
+        """Attention of layer ``i`` for the new rows ``a`` (B, n, d) at positions
+        ``first .. first+n-1``, appending their keys and values to the cache."""
+        p = block_params(params, i)
+        q = ops.split_heads(a @ p["W_Q"] + p["b_Q"], h_heads)          # (B, h, n, d_h)
+        k = ops.split_heads(a @ p["W_K"] + p["b_K"], h_heads)
+        v = ops.split_heads(a @ p["W_V"] + p["b_V"], h_heads)
+        keys[i] = k if keys[i] is None else np.concatenate([keys[i], k], axis=2)
+        values[i] = v if values[i] is None else np.concatenate([values[i], v], axis=2)
+        n, t = a.shape[1], keys[i].shape[2]
+        mask = ops.causal_mask(t)[first:first + n] if n > 1 else None  # (n, t) rows
+        out, _ = ops.scaled_dot_product_attention(q, keys[i], values[i], mask=mask,
+                                                  scale=config.scale)  # (B, h, n, d_h)
+        return ops.merge_heads(out) @ p["W_O"] + p["b_O"]               # (B, n, d)
+
+    def step(tokens, first):
+        """Logits of the last of ``tokens`` (B, n), which sit at positions first.."""
+        x = params["embedding"][tokens]
+        if config.positions:
+            x = x + params["positions"][first:first + tokens.shape[1]]
+        for i in range(config.n_layers):
+            p = block_params(params, i)
+            if config.pre_ln:
+                a, _ = ops.layer_norm_forward(x, p["ln1_gamma"], p["ln1_beta"])
+                x1 = x + attend(i, a, first)
+                u, _ = ops.layer_norm_forward(x1, p["ln2_gamma"], p["ln2_beta"])
+            else:
+                x1, _ = ops.layer_norm_forward(x + attend(i, x, first), p["ln1_gamma"],
+                                               p["ln1_beta"])
+                u = x1
+            f = np.maximum(u @ p["W1"] + p["b1"], 0) @ p["W2"] + p["b2"]
+            if config.pre_ln:
+                x = x1 + f
+            else:
+                x, _ = ops.layer_norm_forward(x1 + f, p["ln2_gamma"], p["ln2_beta"])
+        hf, _ = ops.layer_norm_forward(x[:, -1:], params["ln_f_gamma"], params["ln_f_beta"])
+        return (hf @ params["W_out"] + params["b_out"])[:, 0]             # (B, V)
+
+    chosen_logits, generated = [], []
+    last = step(sequence, 0)                                              # prefill
+    for n in range(n_new):
+        chosen_logits.append(last)
+        next_token = np.argmax(last, axis=-1).astype(np.int64)
+        generated.append(next_token)
+        if n + 1 < n_new:
+            last = step(next_token[:, None], T0 + n)
+    return np.stack(generated, axis=1), np.stack(chosen_logits, axis=1)
+
+
+def answer_accuracy(generated, expected):
+    """Per-token and per-sequence accuracy of generated answers.
+
+    Args:
+        generated: ints ``(B, L)``, the model's answers.
+        expected: ints ``(B, L)``, the true answers.
+
+    Returns:
+        ``(token_accuracy, sequence_accuracy)``: Python floats in ``[0, 1]``; the share
+        of answer tokens equal to the expected ones, and the share of sequences whose
+        ``L`` tokens are all right.
+
+    Raises:
+        ValueError: if the shapes differ.
+    """
+    ### BEGIN SOLUTION
+    generated, expected = np.asarray(generated), np.asarray(expected)
+    if generated.shape != expected.shape:
+        raise ValueError(f"shapes differ: {generated.shape} and {expected.shape}")
+    right = generated == expected                                      # (B, L)
+    return float(right.mean()), float(right.all(axis=1).mean())
+    ### END SOLUTION
+
+
+def evaluate(params, config, task, L, n_sequences, rng, ops):
+    """Real greedy generation of the ``L`` answer tokens of ``n_sequences`` test sequences.
+
+    The test sequences come from ``ops.make_batch(task, L, n_sequences, rng)``; the
+    prompt is ``[s1 .. sL, SEP]`` (input positions ``0 .. L``), the expected answer the
+    targets of positions ``L .. 2L-1``.
+
+    Returns:
+        dict: ``token_acc``, ``seq_acc`` (floats), ``source`` ints ``(n, L)``,
+        ``expected`` and ``generated`` ints ``(n, L)``, ``correct`` bool ``(n,)``.
+    """
+    inputs, targets, _ = ops.make_batch(task, L, n_sequences, rng)
+    prompts, expected = inputs[:, :L + 1], targets[:, L:]
+    generated, _ = ops.greedy_generate(params, prompts, L, config, ops)
+    token_acc, seq_acc = ops.answer_accuracy(generated, expected)
+    return {"token_acc": token_acc, "seq_acc": seq_acc, "source": inputs[:, :L],
+            "expected": expected, "generated": generated,
+            "correct": np.all(generated == expected, axis=1)}
+
+
+# ---------------------------------------------------------------------------------------
+# Training.
+
+
+def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=4,
+          n_layers=2, d_ff=128, pre_ln=True, scale=True, positions=True, eval_size=500,
+          dtype=np.float32, progress=None):
+    """Train the decoder on ``task`` with sequences of ``L`` symbols; evaluate it.
+
+    Three random streams come from ``np.random.SeedSequence(seed).spawn(3)``: the
+    initial weights, the training batches (a fresh batch every step) and the
+    ``eval_size`` test sequences. Adam is elementwise, so one call of ``ops.adam_step``
+    on the concatenation of every parameter is the same step as one call per tensor; the
+    loop keeps the parameters in one flat vector (``flatten``/``unflatten``) and saves a few
+    hundred small NumPy calls per step.
+
+    Args:
+        task: ``"copy"`` or ``"sort"``.
+        L: int, symbols per sequence (the model sees ``2L`` positions).
+        seed: int.
+        ops: namespace (``make_ops``) of every function the model is wired from.
+        steps, batch_size, lr: training length, sequences per batch, Adam's step size.
+        d, n_heads, n_layers, d_ff, pre_ln, scale, positions: the model
+            (``ModelConfig``; ``max_len = 2L + 1``).
+        eval_size: int, test sequences.
+        dtype: float dtype of the parameters and of the arithmetic (float32 is about
+            twice as fast as float64 and reaches the same accuracy here).
+        progress: None or a callable ``progress(steps_done)`` called every 50 steps and
+            at the end.
+
+    Returns:
+        dict: ``losses`` float64 ``(steps,)`` (the batch loss of every step),
+        ``final_loss`` (mean of the last 50 batch losses), ``token_acc``, ``seq_acc``,
+        ``evaluation`` (``evaluate``'s dict), ``params`` (the trained parameters),
+        ``config``, ``seconds`` (wall time of training and evaluation), ``task``, ``L``,
+        ``seed``, ``lr``.
+    """
+    started = time.perf_counter()
+    config = ModelConfig(d=d, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                         max_len=2 * L + 1, pre_ln=pre_ln, scale=scale, positions=positions)
+    init_seed, batch_seed, eval_seed = np.random.SeedSequence(seed).spawn(3)
+    batch_rng = np.random.default_rng(batch_seed)
+    params = init_params(config, np.random.default_rng(init_seed), dtype=dtype)
+    keys = list(params)
+    theta = flatten(params, keys)                        # every parameter, one vector
+    state = adam_init({"theta": theta})
+    losses = np.empty(steps)
+    for step in range(steps):
+        inputs, targets, loss_mask = ops.make_batch(task, L, batch_size, batch_rng)
+        logits, cache = ops.model_forward(params, inputs, config, ops)
+        loss, dlogits = ops.masked_cross_entropy(logits, targets, loss_mask)
+        grads = ops.model_backward(dlogits, cache, ops)
+        new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)}, state,
+                                   lr=lr)
+        theta = new["theta"]
+        params = unflatten(theta, params, keys)
+        losses[step] = loss
+        if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
+            progress(step + 1)
+    evaluation = evaluate(params, config, task, L, eval_size, np.random.default_rng(eval_seed),
+                          ops)
+    return {"task": task, "L": L, "seed": seed, "lr": lr, "config": config,
+            "losses": losses, "final_loss": float(losses[-50:].mean()),
+            "token_acc": evaluation["token_acc"], "seq_acc": evaluation["seq_acc"],
+            "evaluation": evaluation, "params": params,
+            "seconds": time.perf_counter() - started}
+
+
+# ---------------------------------------------------------------------------------------
+# Fast kernels: the attention-level functions the model needs, with the contract of SPEC
+# section 1, written for speed on tiny models (used by ``fast_ops``; not in the notebook,
+# where the students' own functions run). The differences from ``solutions.attention``:
+# one fused (d, 3d) projection for Q, K, V instead of three; the causal mask added as a
+# cached (T, T) matrix of 0 and -inf; a softmax without the checks for fully masked rows
+# (a causal row always sees its own position); sums written with ``np.add.reduce``. The
+# arithmetic is the same, so float64 results agree with the reference to rounding.
+
+_CAUSAL_ADD = {}
+_ONES = {}
+
+
+def _causal_additive(T, dtype):
+    """(T, T) matrix with 0 where key j <= query i and -inf above the diagonal (cached)."""
+    key = (T, np.dtype(dtype).str)
+    if key not in _CAUSAL_ADD:
+        _CAUSAL_ADD[key] = np.where(np.tril(np.ones((T, T), dtype=bool)), 0.0,
+                                    -np.inf).astype(dtype)
+    return _CAUSAL_ADD[key]
+
+
+def _row_sum(a):
+    """``a.sum(axis=-1, keepdims=True)`` as a product with a column of ones: NumPy's
+    reductions over a short last axis cost several times more than this BLAS call."""
+    key = (a.shape[-1], a.dtype.str)
+    if key not in _ONES:
+        _ONES[key] = np.ones((a.shape[-1], 1), dtype=a.dtype)
+    return a @ _ONES[key]
+
+
+def _softmax_rows(scores):
+    """Softmax over the last axis. ``exp`` is taken without subtracting the row maximum,
+    which is safe while every row's sum is finite and positive (scores between about
+    -87 and 88 in float32); otherwise the stable form with the maximum is used."""
+    exps = np.exp(scores)
+    total = _row_sum(exps)
+    if not (np.isfinite(total).all() and total.min() > 0):
+        exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        total = _row_sum(exps)
+    return exps / total
+
+
+def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
+    """``layer_norm_forward`` (same contract and cache keys as the reference)."""
+    d = x.shape[-1]
+    centred = x - _row_sum(x) * (1.0 / d)
+    var = _row_sum(centred * centred) * (1.0 / d)
+    inv = 1.0 / np.sqrt(var + eps)                                     # (..., 1)
+    xhat = centred * inv
+    return xhat * gamma + beta, {"xhat": xhat, "inv": inv, "gamma": gamma}
+
+
+def fast_layer_norm_backward(dy, cache):
+    """``layer_norm_backward``: ``dx = inv (g - mean(g) - xhat mean(g xhat))``, ``g = dy gamma``."""
+    xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
+    d = dy.shape[-1]
+    g = dy * gamma
+    dx = inv * (g - _row_sum(g) * (1.0 / d) - xhat * (_row_sum(g * xhat) * (1.0 / d)))
+    dy2, xhat2 = dy.reshape(-1, d), xhat.reshape(-1, d)
+    return dx, np.add.reduce(dy2 * xhat2, axis=0), np.add.reduce(dy2, axis=0)
+
+
+def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
+    """``attention_forward`` with one fused (d, 3d) projection for Q, K and V."""
+    B, T, d = x.shape
+    h = n_heads
+    if d % h:
+        raise ValueError(f"d = {d} is not divisible by n_heads = {h}")
+    d_h = d // h
+    W = np.concatenate([params["W_Q"], params["W_K"], params["W_V"]], axis=1)   # (d, 3d)
+    b = np.concatenate([params["b_Q"], params["b_K"], params["b_V"]])           # (3d,)
+    qkv = (x.reshape(B * T, d) @ W + b).reshape(B, T, 3, h, d_h)
+    q, k, v = qkv.transpose(2, 0, 3, 1, 4)                         # each (B, h, T, d_h)
+    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+    scores = (q @ k.swapaxes(-1, -2)) * np.asarray(factor, x.dtype)  # (B, h, T, T)
+    if causal:
+        scores = scores + _causal_additive(T, scores.dtype)
+    P = _softmax_rows(scores)
+    O = (P @ v).transpose(0, 2, 1, 3).reshape(B * T, d)            # (B, h, T, d_h) -> (B*T, d)
+    y = (O @ params["W_O"] + params["b_O"]).reshape(B, T, d)
+    cache = {"x": x, "q": q, "k": k, "v": v, "P": P, "O": O, "W": W, "factor": factor,
+             "n_heads": h, "params": params}
+    return y, cache
+
+
+def fast_attention_backward(dy, cache):
+    """``attention_backward`` of ``fast_attention_forward`` (gradients of the fused
+    projection split back into ``W_Q, W_K, W_V``)."""
+    x, q, k, v, P, O = (cache[name] for name in ("x", "q", "k", "v", "P", "O"))
+    B, T, d = x.shape
+    h, d_h = cache["n_heads"], d // cache["n_heads"]
+    dy2 = dy.reshape(B * T, d)
+    grads = {"W_O": O.T @ dy2, "b_O": np.add.reduce(dy2, axis=0)}
+    dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, T, h, d_h).transpose(0, 2, 1, 3)
+    dP = dO @ v.swapaxes(-1, -2)                                   # (B, h, T, T)
+    dv = P.swapaxes(-1, -2) @ dO                                   # (B, h, T, d_h)
+    dS = P * (dP - _row_sum(dP * P))
+    dS = dS * np.asarray(cache["factor"], dS.dtype)
+    dq = dS @ k                                                    # (B, h, T, d_h)
+    dk = dS.swapaxes(-1, -2) @ q
+    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * d)
+    dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
+    db = np.add.reduce(dqkv, axis=0)
+    for i, name in enumerate("QKV"):
+        grads["W_" + name] = dW[:, i * d:(i + 1) * d]
+        grads["b_" + name] = db[i * d:(i + 1) * d]
+    dx = (dqkv @ cache["W"].T).reshape(B, T, d)
+    return dx, grads
+
+
+def fast_ops(**overrides):
+    """``reference_ops`` with the fast kernels above in place of the reference's
+    ``layer_norm_forward/backward`` and ``attention_forward/backward``."""
+    return reference_ops(layer_norm_forward=fast_layer_norm_forward,
+                         layer_norm_backward=fast_layer_norm_backward,
+                         attention_forward=fast_attention_forward,
+                         attention_backward=fast_attention_backward, **overrides)
+
+
+# ---------------------------------------------------------------------------------------
+# The reference wiring (instructor side; the notebook builds its own from its globals).
+
+
+def reference_ops(**overrides):
+    """``make_ops`` over the reference of both assignments (``solutions.attention`` and
+    this module), with ``overrides`` replacing single names."""
+    from solutions import attention
+
+    return make_ops([attention, globals()], **overrides)
