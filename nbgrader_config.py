@@ -1,0 +1,88 @@
+"""nbgrader configuration of the attention course kit.
+
+nbgrader reads this file from the directory it is run in (the repository root), so every
+``nbgrader ...`` command of the README and of ``tools/demo.py`` runs from here.
+"""
+
+import os
+
+from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                    OverwriteCells, OverwriteKernelspec)
+
+c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# --- The course ---------------------------------------------------------------------------
+c.CourseDirectory.course_id = "attention-kit"
+c.CourseDirectory.root = ROOT
+# The gradebook: an sqlite file in the repository root (git-ignored; the demo deletes and
+# rebuilds it on every run). An absolute path, so that the gradebook is the same whatever
+# directory a command runs from.
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
+
+# --- Executing submissions (autograde, validate) -----------------------------------------
+# Seconds one cell may run before nbgrader interrupts the kernel and records an error in
+# that cell (scored 0 if it is a grade cell). A grade cell (the hidden checks) gets
+# ``GRADED_CELL_TIMEOUT``; the graders stop a student function after a few seconds on their
+# own, so this is only the outer limit. Every other cell (setup, solutions, visible tests,
+# the lesson's measurements) earns no points and gets ``UNGRADED_CELL_TIMEOUT``: on a
+# correct submission each takes well under a second, the slowest lesson cell about 3 s,
+# but a function that never returns would otherwise hold up the whole class's autograde
+# for as long as every cell that calls it allows.
+GRADED_CELL_TIMEOUT = 60
+UNGRADED_CELL_TIMEOUT = 10
+
+
+def cell_timeout(cell):
+    """Seconds ``cell`` may run when nbgrader executes a notebook (autograde, validate)."""
+    if cell.metadata.get("nbgrader", {}).get("grade"):
+        return GRADED_CELL_TIMEOUT
+    return UNGRADED_CELL_TIMEOUT
+
+
+c.Execute.timeout = GRADED_CELL_TIMEOUT  # what nbclient uses where no cell is at hand
+c.Execute.timeout_func = cell_timeout
+c.Execute.interrupt_on_timeout = True
+# Seconds to wait for a kernel to start (a cold start in a fresh virtual environment is
+# slower than later ones).
+c.Execute.startup_timeout = 120
+
+# --- Autograde ----------------------------------------------------------------------------
+
+
+class RestoreDeletedGradeCells(OverwriteCells):
+    """``OverwriteCells`` that puts a deleted grade cell back after the nearest earlier
+    cell of the instructor notebook that the submission still has.
+
+    nbgrader 0.9.6 looks only at the cell just before the deleted one and expects it to be
+    a grade or solution cell; in this kit that cell is a locked visible-test cell, and
+    nbgrader stops with ``KeyError: 'softmax_visible_test'``. The restored cell is
+    nbgrader's own (``missing_cell_transform``: the instructor's source, a note that it
+    was added back, the points), given an id so that the notebook stays valid nbformat 4.5.
+    """
+
+    def add_missing_grade_cells(self, nb, resources):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source_nb.source_cells]  # the instructor's cell order
+        source = {cell.name: cell for cell in source_nb.source_cells}
+        solutions = {cell.name for cell in source_nb.solution_cells}
+        for grade_cell in source_nb.grade_cells:
+            present = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
+            if grade_cell.name in present:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
+            cell = self.missing_cell_transform(source[grade_cell.name], grade_cell.max_score,
+                                               is_solution=grade_cell.name in solutions)
+            cell["id"] = grade_cell.name
+            earlier = order[:order.index(grade_cell.name)]
+            at = next((present.index(name) + 1 for name in reversed(earlier) if name in present), 0)
+            nb.cells.insert(at, cell)
+        return nb, resources
+
+
+# A student who deleted a grade cell gets it back and it is graded as usual.
+c.OverwriteCells.add_missing_cells = True
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreDeletedGradeCells, CheckCellMetadata,
+]
