@@ -1,0 +1,1 @@
+"""Instructor tools of the kit: the notebook builder, the example class and the demo."""

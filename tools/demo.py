@@ -1,0 +1,474 @@
+"""The kit's main job: release the `attention` assignment and autograde the example class.
+
+Run from the repository root (``make demo`` does) as ``python -m tools.demo``. Every step
+is nbgrader's own, configured by ``nbgrader_config.py``:
+
+1. delete what an earlier run wrote (``gradebook.db``, ``autograded/``, ``feedback/``,
+   ``grades.csv``, ``class_summary.json``), so that every run starts from scratch;
+2. ``nbgrader generate_assignment attention --force``: writes ``release/attention/``
+   (committed; ``tests/test_release.py`` proves it current) and records the assignment,
+   its notebook and its cells in the gradebook;
+3. every folder of ``submitted/`` becomes a student of the gradebook;
+4. per student, nbgrader's ``autograde`` (``create``, ``force``) then
+   ``generate_feedback``, through ``nbgrader.apps.NbGraderAPI`` in ``--jobs`` worker
+   processes (each runs one student, hence one kernel, at a time). A submission that makes
+   nbgrader fail is reported, tried once more with the ``nbgrader`` command line, and the
+   others go on;
+5. ``nbgrader export`` (its CSV plugin) writes ``grades.csv``;
+6. the score table: per student the total from the gradebook and, for every graded name
+   below full marks, the fault ids the graders reported. nbgrader's per-cell score (the
+   gradebook) is joined, by grade id ``grader_tests.core.grade_id(name)``, to the report
+   that the hidden cell published in the autograded notebook as a display output of MIME
+   type ``grader_tests.notebook.RESULT_MIME``;
+7. the class summary: how many students hit each fault id, printed and written to
+   ``class_summary.json`` together with every student's per-name scores and faults.
+
+The wall time of the whole job, and of each step, is printed.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ASSIGNMENT = "attention"
+NOTEBOOK = "attention"  # source/attention/attention.ipynb
+ROOT = Path(__file__).resolve().parent.parent
+GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summary.json")
+# Seconds a retry of one student on the command line may take before the demo gives up.
+RETRY_TIME_LIMIT = 600
+
+
+def log(message):
+    """Print one progress line at once (the demo is watched while it runs)."""
+    print(message, flush=True)
+
+
+def child_env():
+    """Environment of nbgrader and, through it, of the kernels.
+
+    This interpreter's scripts first on ``PATH`` (nbgrader runs ``alembic`` when it creates
+    a gradebook), one BLAS thread per kernel (one kernel per core), the venv's kernel spec
+    before any per-user one, and no debugger start-up warning on the kernels' stderr.
+    """
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update({
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "JUPYTER_PREFER_ENV_PATH": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "MPLBACKEND": "Agg",
+    })
+    return env
+
+
+def nbgrader(root, *args, timeout=None):
+    """Run the command line ``nbgrader ARGS`` in ``root`` with this interpreter.
+
+    Returns:
+        ``subprocess.CompletedProcess``, stdout and stderr together as text.
+
+    Raises:
+        subprocess.TimeoutExpired: after ``timeout`` seconds.
+    """
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, timeout=timeout, check=False,
+    )
+
+
+def nbgrader_config(root):
+    """The traitlets config of ``root/nbgrader_config.py`` (what the command line reads)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+def course_directory(root):
+    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` configures it."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=nbgrader_config(root))
+
+
+def clean(root):
+    """Delete everything an earlier run of the demo wrote."""
+    for name in GENERATED:
+        path = root / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def students_of(root):
+    """Student ids: the folders of ``submitted/`` that hold the assignment, sorted."""
+    submitted = root / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir()
+                  if p.is_dir() and (p / ASSIGNMENT).is_dir())
+
+
+def register_students(coursedir, students):
+    """Make sure the assignment is in the gradebook and add every student to it."""
+    from nbgrader.api import Gradebook
+
+    gb = Gradebook(coursedir.db_url, coursedir.course_id)
+    try:
+        gb.find_assignment(ASSIGNMENT)  # recorded by generate_assignment; MissingEntry if not
+        for student in students:
+            gb.update_or_create_student(student)
+    finally:
+        gb.close()
+        gb.engine.dispose()  # no open connection may be inherited by the worker processes
+
+
+# ---------------------------------------------------------------------------------------
+# Grading: worker processes forked from the demo once nbgrader is imported, so that each
+# student costs a kernel and nbgrader's work, not another start of nbgrader.
+
+_api = None
+
+
+def _worker_start(root):
+    """Set up a worker process: nbgrader's API with the course's configuration. The
+    worker's own output (nbgrader's log, the kernels' stderr) goes to /dev/null: what
+    matters comes back in each call's result."""
+    global _api
+    from nbgrader.apps import NbGraderAPI
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    config = nbgrader_config(root)
+    _api = NbGraderAPI(coursedir=course_directory(root), config=config)
+
+
+def _worker_grade(student):
+    """In a worker: nbgrader's autograde, then its feedback, for one student."""
+    started = time.perf_counter()
+    result = _api.autograde(ASSIGNMENT, student, force=True, create=True)
+    ok, feedback = bool(result.get("success")), False
+    output = "" if ok else (result.get("log", "") + result.get("error", ""))
+    if ok:
+        result = _api.generate_feedback(ASSIGNMENT, student, force=True)
+        feedback = bool(result.get("success"))
+        if not feedback:
+            output = result.get("log", "") + result.get("error", "")
+    return {"student": student, "ok": ok, "feedback": feedback,
+            "seconds": time.perf_counter() - started, "output": output}
+
+
+def grade_with_command_line(root, student):
+    """One student's autograde and feedback with the ``nbgrader`` command line (a retry)."""
+    started = time.perf_counter()
+    ok = feedback = False
+    output = ""
+    try:
+        result = nbgrader(root, "autograde", ASSIGNMENT, f"--student={student}",
+                          "--create", "--force", timeout=RETRY_TIME_LIMIT)
+        ok = result.returncode == 0
+        output = "" if ok else result.stdout
+        if ok:
+            result = nbgrader(root, "generate_feedback", ASSIGNMENT, f"--student={student}",
+                              "--force", timeout=RETRY_TIME_LIMIT)
+            feedback = result.returncode == 0
+            output = "" if feedback else result.stdout
+    except subprocess.TimeoutExpired:
+        output = f"nbgrader did not finish within {RETRY_TIME_LIMIT} s"
+    return {"student": student, "ok": ok, "feedback": feedback,
+            "seconds": time.perf_counter() - started, "output": output}
+
+
+def describe(run):
+    if run["ok"] and run["feedback"]:
+        return "autograded, feedback written"
+    if run["ok"]:
+        return "autograded; FEEDBACK FAILED"
+    return "AUTOGRADE FAILED"
+
+
+def grade_all(root, students, jobs):
+    """Autograde every student and write the feedback, ``jobs`` students at a time,
+    printing a line per student as it ends. A student whose autograde or feedback failed
+    (or whose worker died) is tried once more with the command line; nbgrader's log of a
+    second failure is printed, and the demo goes on.
+
+    Returns:
+        dict student -> ``{"student", "ok", "feedback", "seconds", "output"}``.
+    """
+    done = {}
+    total = len(students)
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context,
+                                                initializer=_worker_start,
+                                                initargs=(root,)) as pool:
+        futures = {pool.submit(_worker_grade, s): s for s in students}
+        for future in concurrent.futures.as_completed(futures):
+            student = futures[future]
+            try:
+                r = future.result()
+            except Exception as exc:  # the worker died (BrokenProcessPool) or failed
+                r = {"student": student, "ok": False, "feedback": False, "seconds": 0.0,
+                     "output": f"{type(exc).__name__}: {exc}"}
+            done[student] = r
+            log(f"  [{len(done)}/{total}] {student:<42} {describe(r)} in {r['seconds']:5.1f} s")
+    for student in students:
+        if not (done[student]["ok"] and done[student]["feedback"]):
+            r = grade_with_command_line(root, student)
+            done[student] = r
+            log(f"  [again] {student:<42} {describe(r)} in {r['seconds']:5.1f} s")
+            if r["output"]:
+                tail = r["output"].splitlines()[-15:]
+                log("    nbgrader said:\n" + "\n".join("    | " + line for line in tail))
+    return {s: done[s] for s in students}
+
+
+def export_grades(root, coursedir):
+    """``nbgrader export``: its CSV plugin writes ``grades.csv`` from the gradebook."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        CsvExportPlugin(to=str(root / "grades.csv"), config=nbgrader_config(root)).export(gb)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the results: nbgrader's scores joined to the graders' reports.
+
+
+def graded_names():
+    """``{grade id: graded name}`` of the hidden cells, in ``POINTS`` order."""
+    from grader_tests.core import POINTS, grade_id
+
+    return {grade_id(name): name for name in POINTS}
+
+
+def reports_in_notebook(path):
+    """The graders' reports in an autograded notebook, and how each grade cell ended.
+
+    Returns:
+        dict grade id -> ``{"report": dict or None, "error": str or None}``: ``report`` is
+        the ``RESULT_MIME`` payload the hidden cell published, ``error`` the name of the
+        error the cell ended with (``CellTimeoutError`` when nbgrader stopped it), or
+        ``"stderr"`` if it wrote to stderr.
+    """
+    import nbformat
+    from grader_tests.notebook import RESULT_MIME
+
+    nb = nbformat.read(str(path), as_version=4)
+    found = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        report, error = None, None
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "display_data" and RESULT_MIME in output.get("data", {}):
+                report = output["data"][RESULT_MIME]
+                if isinstance(report, str):
+                    report = json.loads(report)
+            elif output.get("output_type") == "error":
+                error = output.get("ename") or "error"
+            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                error = error or "stderr"
+        found[meta["grade_id"]] = {"report": report, "error": error}
+    return found
+
+
+def faults_of(report):
+    """Distinct fault ids of a report's failed checks, in order of first appearance."""
+    seen = []
+    for check in report.get("checks", []):
+        fault = check.get("fault") or "other"
+        if not check.get("passed") and fault not in seen:
+            seen.append(fault)
+    return seen
+
+
+def collect_results(root, coursedir, students, runs):
+    """Per student: the total, and per grade cell nbgrader's score and the graders' faults.
+
+    Returns:
+        dict student -> ``{"ok", "score", "max_score", "cells": {name: {"grade_id",
+        "score", "max_score", "faults"}}}``, ``name`` being the graded name of the hidden
+        cell. ``faults`` lists the graders' fault ids of the failed checks, or
+        ``cell-error:<error>`` for a cell below full marks that published no report.
+    """
+    from nbgrader.api import Gradebook, MissingEntry
+
+    names = graded_names()
+    results = {}
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        for student in students:
+            entry = {"ok": runs[student]["ok"], "score": None, "max_score": None, "cells": {}}
+            results[student] = entry
+            if not entry["ok"]:
+                continue
+            try:
+                submission = gb.find_submission(ASSIGNMENT, student)
+                notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+            except MissingEntry:
+                entry["ok"] = False
+                continue
+            entry["score"] = float(submission.score)
+            entry["max_score"] = float(submission.max_score)
+            path = root / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+            outputs = reports_in_notebook(path)
+            for grade in notebook.grades:
+                out = outputs.get(grade.name, {"report": None, "error": "cell missing"})
+                score, top = float(grade.score), float(grade.max_score)
+                if out["report"] is not None:
+                    faults = faults_of(out["report"])
+                elif score < top:
+                    faults = [f"cell-error:{out['error'] or 'no report'}"]
+                else:
+                    faults = []
+                entry["cells"][names.get(grade.name, grade.name)] = {
+                    "grade_id": grade.name, "score": score, "max_score": top, "faults": faults}
+    return results
+
+
+def in_points_order(cells):
+    """Names of ``cells`` in ``POINTS`` order, then any other grade cell by name."""
+    order = list(graded_names().values())
+    return sorted(cells, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def below_full_marks(cell):
+    return cell["score"] < cell["max_score"] - 1e-9
+
+
+def print_table(results):
+    """The score table: student, score / max, and each name below full marks with the
+    fault ids its checks reported."""
+    width = max([len("student")] + [len(s) for s in results])
+    log("")
+    log(f"{'student':<{width}}  {'score':>15}  below full marks: name points (fault ids)")
+    log(f"{'-' * width}  {'-' * 15}  {'-' * 48}")
+    for student, entry in results.items():
+        if not entry["ok"]:
+            log(f"{student:<{width}}  {'not graded':>15}  autograde failed (see above)")
+            continue
+        score = f"{entry['score']:.2f} / {entry['max_score']:g}"
+        lost = [f"{name} {cell['score']:.2f}/{cell['max_score']:g} "
+                f"({', '.join(cell['faults']) or 'no fault reported'})"
+                for name in in_points_order(entry["cells"])
+                for cell in [entry["cells"][name]] if below_full_marks(cell)]
+        log(f"{student:<{width}}  {score:>15}  {lost[0] if lost else '-'}")
+        for line in lost[1:]:
+            log(f"{'':<{width}}  {'':>15}  {line}")
+
+
+def class_summary(results):
+    """How many students hit each fault id (a student counts once per id), most first."""
+    counts = {}
+    for entry in results.values():
+        hit = {f for cell in entry["cells"].values() if below_full_marks(cell)
+               for f in cell["faults"]}
+        for fault in hit:
+            counts[fault] = counts.get(fault, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def print_summary(counts, n_students):
+    log("")
+    log(f"class summary: how many of the {n_students} students hit each fault id")
+    if not counts:
+        log("  (none)")
+    for fault, n in counts.items():
+        log(f"  {fault:<28} {n}")
+
+
+def summary_json(students, counts, results, seconds):
+    """What ``class_summary.json`` holds."""
+    return {
+        "assignment": ASSIGNMENT,
+        "students": len(students),
+        "faults": counts,
+        "results": {
+            s: {"graded": e["ok"], "score": e["score"], "max_score": e["max_score"],
+                "functions": {n: {"score": c["score"], "max_score": c["max_score"],
+                                  "faults": c["faults"]}
+                              for n, c in e["cells"].items()}}
+            for s, e in results.items()
+        },
+        "seconds": seconds,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tools.demo",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="course directory (default: this repository)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="students graded at once, one kernel each (default: 2)")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    started = time.perf_counter()
+    os.chdir(root)
+    os.environ.update(child_env())  # inherited by the workers and their kernels
+
+    log(f"demo: course directory {root}")
+    clean(root)
+    # Generate the release in a child process while this one imports nbgrader.
+    t = time.perf_counter()
+    release = subprocess.Popen(
+        [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
+        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    import nbgrader.apps  # noqa: F401  (the workers fork with nbgrader already imported)
+    import matplotlib.pyplot  # noqa: F401  (a first-time font-cache build logs to stderr:
+    # it happens here, not in a student's kernel, where stderr output costs points)
+
+    out, _ = release.communicate()
+    if release.returncode != 0:
+        log(out[-4000:])
+        raise SystemExit(f"demo: nbgrader generate_assignment failed (exit {release.returncode})")
+    log(f"release: release/{ASSIGNMENT}/ generated in {time.perf_counter() - t:.1f} s")
+
+    coursedir = course_directory(root)
+    students = students_of(root)
+    if not students:
+        raise SystemExit("demo: no submissions under submitted/ "
+                         "(python -m tools.make_submissions writes the example class)")
+    register_students(coursedir, students)
+    log(f"gradebook: assignment '{ASSIGNMENT}' and {len(students)} students")
+
+    t = time.perf_counter()
+    log(f"autograde and feedback: {len(students)} submissions, {args.jobs} at a time")
+    runs = grade_all(root, students, args.jobs)
+    log(f"autograde and feedback: done in {time.perf_counter() - t:.1f} s")
+
+    t = time.perf_counter()
+    export_grades(root, coursedir)
+    log(f"export: grades.csv written in {time.perf_counter() - t:.1f} s")
+
+    results = collect_results(root, coursedir, students, runs)
+    print_table(results)
+    counts = class_summary(results)
+    print_summary(counts, len(students))
+    seconds = time.perf_counter() - started
+    summary = summary_json(students, counts, results, round(seconds, 1))
+    (root / "class_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    graded = sum(e["ok"] for e in results.values())
+    log("")
+    log(f"demo: {graded}/{len(students)} submissions graded, wall time {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
