@@ -180,12 +180,16 @@ class Sandbox:
 class RemoteFunction:
     """A callable standing for the submission's function ``name`` in the sandbox."""
 
+    enforces_time_limit = True  # core.call sets ``time_limit`` instead of arming SIGALRM
+
     def __init__(self, sandbox, name):
         self.sandbox, self.__name__ = sandbox, name
         self.last_args = None
+        self.time_limit = CHECK_TIME_LIMIT
 
     def __call__(self, *args, **kwargs):
-        result, args_after, kwargs_after = self.sandbox.call(self.__name__, args, kwargs)
+        result, args_after, kwargs_after = self.sandbox.call(self.__name__, args, kwargs,
+                                                             self.time_limit)
         self.last_args = (args_after, kwargs_after)
         return result
 

@@ -8,8 +8,13 @@ same examples and so reach the same verdicts.
 
 import numpy as np
 from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis.internal.conjecture import engine as _engine
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+# Shrinking a failing example to the smallest one stops after this many seconds (the
+# engine's default is 300): a failure is reported with the smallest input found by then.
+_engine.MAX_SHRINKING_SECONDS = 3
 
 SETTINGS = settings(
     max_examples=30,

@@ -55,6 +55,8 @@ def expect_shape(arr, shape, what):
 def allclose(a, b, rtol=1e-6, atol=1e-9):
     """Shape-aware closeness with NaN never equal to anything."""
     a, b = np.asarray(a), np.asarray(b)
+    if b.ndim == 0 and a.ndim > 0:  # comparing with one number: every entry
+        b = np.broadcast_to(b, a.shape)
     if a.shape != b.shape:
         return False
     try:

@@ -36,6 +36,13 @@ def _sdpa_fail(out, weights, Q, K, V, mask, scale, what, default="other", rtol=1
         if alt_w is not None and weights.shape == alt_w.shape and allclose(weights, alt_w, rtol):
             candidates.append((fault, weights, why))
             break
+    if not candidates:
+        c = _fitted_scale(weights, Q, K, mask)
+        if c is not None and scale and not np.isclose(c, 1 / np.sqrt(Q.shape[-1]), rtol=1e-3):
+            candidates.append(("missing-scale", weights,
+                               f"the scores were multiplied by {c:.4g} instead of 1/sqrt(d_k) = "
+                               f"{1 / np.sqrt(Q.shape[-1]):.4g} (d_k = {Q.shape[-1]}, the width "
+                               f"of the queries and keys)"))
     fault, why = diagnose(weights, candidates, default)
     wrong_w = not allclose(weights, expected_w, rtol=rtol, atol=1e-9)
     label, got, exp = ("weights", weights, expected_w) if wrong_w else ("out", out, expected_out)
@@ -45,6 +52,31 @@ def _sdpa_fail(out, weights, Q, K, V, mask, scale, what, default="other", rtol=1
                       + f", scale={scale}."
                       + (f" Likely cause: {why}." if why else
                          " Check S = Q K^T / sqrt(d_k), P = softmax(S) over the keys, out = P V."))
+
+
+def _fitted_scale(weights, Q, K, mask):
+    """The constant c for which ``weights == softmax(c Q K^T)`` (masked), or None.
+
+    Within a row, ``log w_j - log w_k = c (s_j - s_k)``: c is the least-squares slope of
+    the row-centred log-weights on the row-centred raw scores.
+    """
+    S = np.asarray(Q @ np.swapaxes(K, -1, -2), dtype=np.float64)
+    W = np.asarray(weights, dtype=np.float64)
+    if W.shape != S.shape or not np.all(np.isfinite(W)) or np.any(W < 0):
+        return None
+    allowed = np.broadcast_to(True if mask is None else np.asarray(mask, dtype=bool), S.shape)
+    keep = allowed & (W > 1e-250)
+    count = np.maximum(keep.sum(-1, keepdims=True), 1)
+    with np.errstate(all="ignore"):
+        logw = np.where(keep, np.log(np.where(keep, W, 1.0)), 0.0)
+    lw = np.where(keep, logw - logw.sum(-1, keepdims=True) / count, 0.0)
+    sc = np.where(keep, S - np.where(keep, S, 0.0).sum(-1, keepdims=True) / count, 0.0)
+    denom = float((sc * sc).sum())
+    if denom <= 1e-12:
+        return None
+    c = float((lw * sc).sum() / denom)
+    P = ref.softmax(np.where(allowed, c * S, -np.inf))
+    return c if allclose(P, W, rtol=1e-5, atol=1e-8) else None
 
 
 def _expect_sdpa(fn, Q, K, V, mask=None, scale=True, what=SDPA, rtol=1e-6):

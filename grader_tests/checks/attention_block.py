@@ -84,6 +84,14 @@ def forward_no_future_leak(fn):
     y1, y2 = as_array(y1, f"{FWD}: y"), as_array(y2, f"{FWD}: y")
     expect_shape(y1, x.shape, f"{FWD}: y")
     if not allclose(y1[:, :3], y2[:, :3], rtol=1e-9, atol=1e-12):
+        Ws = tuple(params[k] for k in WEIGHTS)
+        bs = tuple(params[k] for k in BIASES)
+        for bug, fault, why in MHA_FAULTS:
+            alt, _ = mha_variant(x, Ws, 2, ref.causal_mask(6), biases=bs, bug=bug)
+            if alt is not None and fault != "padding-ignored" and allclose(y1, alt, atol=1e-9):
+                raise Fail(fault, f"{FWD}(causal=True): changing tokens 3..5 changed the output "
+                                  f"at positions 0..2, so the future leaks into the past. "
+                                  f"Likely cause: {why}.")
         raise Fail("mask-wrong-axis", f"{FWD}(causal=True): changing tokens 3..5 changed the "
                                       f"output at positions 0..2 (max change "
                                       f"{np.abs(y1[:, :3] - y2[:, :3]).max():.3g}): the future "
@@ -157,6 +165,8 @@ def _backward_variant(x, params, h, causal, scale, G, bug):
     dV = np.swapaxes(P, -1, -2) @ dO
     rowsum = 0.0 if bug == "no-rowsum" else (dP * P).sum(-1, keepdims=True)
     dS = P * (dP - rowsum) * factor
+    if bug == "diagonal":  # only the diagonal of the softmax Jacobian, P (1 - P)
+        dS = P * (1 - P) * dP * factor
     grads = {"W_O": O.reshape(-1, d).T @ G.reshape(-1, d), "b_O": G.reshape(-1, d).sum(0)}
     dx = np.zeros_like(x)
     for name, dH in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
@@ -169,6 +179,9 @@ def _backward_variant(x, params, h, causal, scale, G, bug):
 
 
 BACKWARD_FAULTS = [
+    ("diagonal", "softmax-backward", "only the diagonal of the softmax Jacobian was used "
+                                     "(P * (1 - P) * dP): the row-sum term couples every "
+                                     "weight of a row"),
     ("no-rowsum", "softmax-backward", "the softmax backward misses the row-sum term: "
                                       "dS = P * (dP - rowsum(dP * P))"),
     ("no-scale", "backward-missing-scale", "the forward divides the scores by sqrt(d_h) but "
@@ -247,13 +260,27 @@ class _Setup:
                 alt = _backward_variant(self.x, self.params, self.h, self.causal, self.scale,
                                         self.G, bug)
                 candidates.append((fault, None if alt is None else alt[name], why))
+            partner = {"W_Q": "W_K", "W_K": "W_Q", "b_Q": "b_K", "b_K": "b_Q"}.get(name)
+            if partner:
+                candidates.append(("weight-grad-wrong", self.numeric[partner],
+                                   f"{label} holds the gradient of {partner}: the query and "
+                                   f"key gradients are swapped"))
             if name in WEIGHTS:
                 candidates.append(("weight-grad-wrong", expected.T, f"{label} is transposed: "
                                    f"for Z = x @ W, dW = x^T @ dZ has the shape (d_in, d_out) "
                                    f"of W"))
-            fault, why = diagnose(value, candidates,
-                                  "weight-grad-wrong" if name in WEIGHTS + BIASES else "other",
-                                  rtol=1e-4, atol=1e-7)
+            default = "weight-grad-wrong" if name in WEIGHTS + BIASES else "other"
+            if name in ("dx", "W_Q", "W_K", "b_Q", "b_K") and all(
+                    k in got and got[k].shape == self.numeric[k].shape
+                    and gradcheck.gradient_ok(got[k], self.numeric[k])
+                    for k in ("W_V", "b_V", "W_O", "b_O")):
+                # the paths that bypass the softmax are right: the error is in its backward
+                default = "softmax-backward"
+            fault, why = diagnose(value, candidates, default, rtol=1e-4, atol=1e-7)
+            if fault == "softmax-backward" and not why:
+                why = ("the gradients through the values and the output projection are right, "
+                       "those through the softmax are not: dS = P * (dP - rowsum(dP * P)), "
+                       "times the score scale")
             rel, _, index = gradcheck.rel_error(value, expected)
             raise Fail(fault, f"{self.what}: {label} disagrees with central differences of "
                               f"the forward (eps = {gradcheck.EPS:g}, float64, random upstream "

@@ -203,6 +203,9 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
         if name not in parts:
             continue
         if got.shape != (d,):
+            if got.size == d and ok(name, got.reshape(d)):
+                raise Fail("wrong-shape", f"{what}: {name} has the right values but shape "
+                                          f"{got.shape}; it must be ({d},) (no keepdims).")
             partial_shapes = {partial.sum(axis=a).shape for a in lead} | {partial.shape}
             fault = "param-grad-axes" if got.shape in partial_shapes or got.size != d else \
                 "weight-grad-wrong"

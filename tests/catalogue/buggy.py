@@ -53,26 +53,7 @@ class Bug:
 _LN_CACHE = ("layer_norm_backward",)
 _ATTN_CACHE = ("attention_backward",)
 
-# checks/attention.py compares arrays with a scalar through _util.allclose, which returns
-# False whenever the shapes differ: `allclose(row_w, 0.0)` is never true.
-_SCALAR_ALLCLOSE = (
-    "sdpa_empty_row tests `not allclose(row_w, 0.0) or not allclose(row_o, 0.0)`, and "
-    "_util.allclose is False for arrays of different shapes, so any SDPA output that differs "
-    "anywhere is reported as nan-on-empty-row although the fully masked row is all zeros "
-    "here (the same scalar comparison disables the mask-inverted branch of "
-    "sdpa_padding_invariance and makes _expect_mha call every unnamed masked failure "
-    "mask-after-softmax): compare with np.zeros_like(row_w) or use np.allclose")
 
-# The graders' verdict on these entries depends on the machine's speed. It concerns grading
-# in the process that holds the namespace (``grade_function(name, namespace)``, what a
-# notebook's hidden cell does); the sandboxed command line gives a check 10 times the limit.
-_SHRINK_IN_TIME_LIMIT = (
-    "timing-dependent: the Hypothesis property check of SDPA shrinks this failure for 7-15 s "
-    "inside the 4 s limit of the student's function; depending on the machine's load the "
-    "check is cut off (every check then reports timeout and the function scores 0), or the "
-    "alarm interrupts Hypothesis mid-generation and its FlakyStrategyDefinition is reported "
-    "as a student crash, or the right fault comes through. Shrinking (or the graders' own "
-    "work) should not be billed to the student's time limit")
 
 
 BUGS = [
@@ -84,8 +65,7 @@ BUGS = [
                 scores = np.where(mask, scores, -np.inf)
             weights = softmax(scores, axis=-1)
             return weights @ V, weights
-        ''', "trap 1: the scores are never divided by sqrt(d_k)",
-        gap=_SHRINK_IN_TIME_LIMIT),
+        ''', "trap 1: the scores are never divided by sqrt(d_k)"),
     Bug("sdpa-divides-by-dk", "scaled_dot_product_attention", "missing-scale", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             d_k = Q.shape[-1]
@@ -96,7 +76,7 @@ BUGS = [
                 scores = np.where(np.asarray(mask, bool), scores, -np.inf)
             weights = softmax(scores)
             return np.matmul(weights, V), weights
-        ''', "divides by d_k instead of sqrt(d_k)", gap=_SHRINK_IN_TIME_LIMIT),
+        ''', "divides by d_k instead of sqrt(d_k)"),
     Bug("sdpa-ignores-scale-flag", "scaled_dot_product_attention", "missing-scale", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])   # always scaled
@@ -146,13 +126,7 @@ BUGS = [
                 scores = np.where(mask, scores, -np.inf)
             weights = softmax(scores, axis=-1)
             return weights @ V, weights
-        ''', "subtle: scales by sqrt(d_v); only visible when d_k != d_v",
-        gap="timing-dependent: no SDPA_FAULTS variant scales by the wrong width, so the "
-            "fixed-input checks say 'other'; only the property check can name missing-scale, "
-            "when its shrunk example happens to make sqrt(d_v) equal to d_k or 1, and that "
-            "check is itself cut off by the 4 s limit (see _SHRINK_IN_TIME_LIMIT). A scale "
-            "by the wrong width should be named missing-scale on fixed inputs, e.g. by testing "
-            "whether the weights equal softmax(c Q K^T) for some other constant c"),
+        ''', "subtle: scales by sqrt(d_v); only visible when d_k != d_v"),
 
     # ------------------------------------------------------------------ unstable-softmax
     Bug("softmax-no-max-subtraction", "softmax", "unstable-softmax", '''
@@ -220,8 +194,7 @@ BUGS = [
                 scores = np.where(mask, scores, -np.inf)
             weights = softmax(scores, axis=-2)           # trap 6: over the queries
             return weights @ V, weights
-        ''', "trap 6: softmax over axis -2 (queries) inside SDPA",
-        gap=_SHRINK_IN_TIME_LIMIT),
+        ''', "trap 6: softmax over axis -2 (queries) inside SDPA"),
     Bug("attnfwd-softmax-over-queries", "attention_forward", "softmax-wrong-axis", '''
         def attention_forward(x, params, n_heads, causal=True, scale=True):
             B, T, d = x.shape
@@ -255,7 +228,7 @@ BUGS = [
                 weights = weights * mask                 # trap 2: zeroed after the softmax
             return weights @ V, weights
         ''', "trap 2: weights multiplied by the mask after the softmax",
-        not_faults=("nan-on-empty-row",), not_faults_gap=_SCALAR_ALLCLOSE),
+        not_faults=("nan-on-empty-row",)),
     Bug("attnfwd-mask-after-softmax", "attention_forward", "mask-after-softmax", '''
         def attention_forward(x, params, n_heads, causal=True, scale=True):
             B, T, d = x.shape
@@ -289,7 +262,7 @@ BUGS = [
                 out = weights @ V
             return out, weights
         ''', "masks with np.where after the softmax, in another style",
-        not_faults=("nan-on-empty-row",), not_faults_gap=_SCALAR_ALLCLOSE),
+        not_faults=("nan-on-empty-row",)),
 
     # ------------------------------------------------------------------ mask-inverted
     Bug("sdpa-mask-inverted", "scaled_dot_product_attention", "mask-inverted", '''
@@ -304,7 +277,7 @@ BUGS = [
         ''', "the PyTorch key_padding_mask convention: True = blocked",
         # The padded keys are the only ones attended: the padding-invariance check has a
         # branch naming exactly this (mask-inverted), which the scalar comparison disables.
-        not_faults=("padding-ignored",), not_faults_gap=_SCALAR_ALLCLOSE),
+        not_faults=("padding-ignored",)),
     Bug("causal-mask-inverted", "causal_mask", "mask-inverted", '''
         def causal_mask(T):
             return np.triu(np.ones((T, T), dtype=bool), k=1)   # True marks the future
@@ -584,7 +557,7 @@ BUGS = [
             if mask is not None:
                 scores = np.where(mask, scores, -np.inf)
             return softmax(scores, axis=-1) @ V         # forgot to return the weights
-        ''', "returns out only, not (out, weights)", gap=_SHRINK_IN_TIME_LIMIT),
+        ''', "returns out only, not (out, weights)"),
     Bug("merge-forgets-reshape", "merge_heads", "wrong-shape", '''
         def merge_heads(M):
             return np.swapaxes(M, 1, 2)                  # (B, T, h, d_h): never reshaped
@@ -632,12 +605,7 @@ BUGS = [
             dgamma = (dy * xhat).sum(axis=leading, keepdims=True)   # (1, 1, d), not (d,)
             dbeta = dy.sum(axis=leading, keepdims=True)
             return dx, dgamma, dbeta
-        ''', "dgamma, dbeta summed over the right axes but kept as (1, ..., 1, d)",
-        gap="a (1, 1, d) dgamma has d entries and is not one of the partial sums, so "
-            "layer_norm.py names it weight-grad-wrong with the message 'sum over every "
-            "leading axis, not just one', which is wrong twice: it was summed over every "
-            "axis, the shape is what is off; a result of size d and shape != (d,) should be "
-            "wrong-shape ('return shape (d,): drop keepdims')"),
+        ''', "dgamma, dbeta summed over the right axes but kept as (1, ..., 1, d)"),
 
     # ------------------------------------------------------------------ layer-norm-variance
     Bug("lnfwd-unbiased-variance", "layer_norm_forward", "layer-norm-variance", '''
@@ -828,12 +796,7 @@ BUGS = [
                 dx = dx + dZ @ params["W_" + name].T
             return dx, grads
         ''', "only the diagonal of the softmax Jacobian, p (1 - p): the off-diagonal "
-             "-p_i p_j terms, i.e. the row sum, are missing",
-        gap="only the exact 'no row sum' formula is among the backward variants, so the "
-            "gradients through the softmax are named 'other' (dx) and weight-grad-wrong "
-            "(W_Q); when dV, W_V, W_O and the biases of V and O are right and only what "
-            "flows through dS is wrong, and neither scale variant matches, the graders could "
-            "name softmax-backward"),
+             "-p_i p_j terms, i.e. the row sum, are missing"),
 
     # ------------------------------------------------------------------ backward-missing-scale
     Bug("attnbwd-no-scale", "attention_backward", "backward-missing-scale", '''

@@ -172,14 +172,7 @@ def softmax(scores, axis=-1):
         p = np.exp(x - lse)
     return np.where(np.isneginf(lse), 0, p)              # -inf - (-inf) is NaN: zero it
 ''',
-    }, "np.exp(x - logsumexp(x)), the all -inf slice handled",
-        gap="float32 row [1e4, 1e4, -50]: lse = 1e4 + log 2 rounds to the float32 grid "
-            "(spacing 2^-10 at 1e4), so the weights are 0.4999 instead of 0.5; that is the "
-            "exact softmax of inputs moved by less than one float32 ulp, no overflow and no "
-            "NaN, yet the check (rtol 1e-5) refuses it and blames a missing max subtraction. "
-            "The tolerance should follow the inputs' own precision, about max|s| * eps(dtype) "
-            "(1e4 * 1.2e-7 = 1.2e-3 here), or the check should test only finiteness and row "
-            "sums at that magnitude"),
+    }, "np.exp(x - logsumexp(x)), the all -inf slice handled"),
 
     Correct("log-domain-softmax", {
         "softmax": '''
