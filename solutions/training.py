@@ -35,10 +35,12 @@ one ``SeedSequence``).
 """
 
 import concurrent.futures
+import io
 import math
 import multiprocessing
+import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -107,10 +109,9 @@ def make_ops(source, **overrides):
             student's ``block_backward``, say).
 
     Returns:
-        ``types.SimpleNamespace`` with one attribute per name of ``OPS_NAMES``.
-
-    Raises:
-        KeyError: if a name is found nowhere (the message lists the missing names).
+        ``types.SimpleNamespace`` with one attribute per name of ``OPS_NAMES``. A name
+        found nowhere (a notebook cell not run yet) gets a function that raises
+        ``NameError`` saying so when it is called.
     """
     sources = source if isinstance(source, (list, tuple)) else [source]
     found = {}
@@ -118,10 +119,13 @@ def make_ops(source, **overrides):
         table = src if isinstance(src, dict) else vars(src)
         found.update({n: table[n] for n in OPS_NAMES if callable(table.get(n))})
     found.update(overrides)
-    missing = [n for n in OPS_NAMES if n not in found]
-    if missing:
-        raise KeyError(f"these functions are not defined: {', '.join(missing)}")
-    return SimpleNamespace(**{n: found[n] for n in OPS_NAMES})
+
+    def missing(name):
+        def not_defined(*args, **kwargs):
+            raise NameError(f"{name} is not defined yet: run the cell that defines it")
+        return not_defined
+
+    return SimpleNamespace(**{n: found.get(n) or missing(n) for n in OPS_NAMES})
 
 
 # ---------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ def block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
                                                   params["ln1_beta"])
         u = x1
     pre = u @ params["W1"] + params["b1"]                  # (B, T, d) -> (B, T, d_ff)
-    hidden = np.maximum(pre, 0)
+    hidden = pre * (pre > 0)                               # ReLU
     f = hidden @ params["W2"] + params["b2"]               # (B, T, d_ff) -> (B, T, d)
     cache.update(attn_in=a, ffn_in=u, ffn_pre=pre, ffn_hidden=hidden)
     if pre_ln:
@@ -774,13 +778,217 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
 
 
 # ---------------------------------------------------------------------------------------
-# Fast kernels: the attention-level functions the model needs, with the contract of SPEC
-# section 1, written for speed on tiny models (used by ``fast_ops``; not in the notebook,
-# where the students' own functions run). The differences from ``solutions.attention``:
-# one fused (d, 3d) projection for Q, K, V instead of three; the causal mask added as a
-# cached (T, T) matrix of 0 and -inf; a softmax without the checks for fully masked rows
-# (a causal row always sees its own position); sums written with ``np.add.reduce``. The
-# arithmetic is the same, so float64 results agree with the reference to rounding.
+# Looking inside: attention maps, the cost of attention.
+
+
+def attention_maps(params, inputs, config, ops):
+    """The attention weights of every layer of the model on ``inputs``.
+
+    Recomputed from each block's attention input (``cache["attn_in"]`` of
+    ``block_forward``) with ``ops.split_heads`` and ``ops.scaled_dot_product_attention``
+    (causal mask, the model's scaling), so that it does not depend on what a student's
+    ``attention_forward`` keeps in its cache.
+
+    Args:
+        params, config, ops: the model.
+        inputs: ints ``(B, T)``.
+
+    Returns:
+        list over layers of float ``(B, h, T, T)`` arrays; ``[l][b, k, i, j]`` is the
+        weight query ``i`` of head ``k`` of layer ``l + 1`` gives to key ``j``.
+    """
+    _, cache = ops.model_forward(params, inputs, config, ops)
+    maps = []
+    for i, block_cache in enumerate(cache["blocks"]):
+        p, a = block_params(params, i), block_cache["attn_in"]
+        q = ops.split_heads(a @ p["W_Q"] + p["b_Q"], config.n_heads)     # (B, h, T, d_h)
+        k = ops.split_heads(a @ p["W_K"] + p["b_K"], config.n_heads)
+        v = ops.split_heads(a @ p["W_V"] + p["b_V"], config.n_heads)
+        mask = ops.causal_mask(inputs.shape[1])
+        _, weights = ops.scaled_dot_product_attention(q, k, v, mask=mask, scale=config.scale)
+        maps.append(weights)
+    return maps
+
+
+def attention_cost(sdpa, causal_mask, T_values=(128, 512, 2048), d_k=64, repeats=3, seed=0):
+    """Time and peak memory of causal self-attention as the sequence grows.
+
+    For each ``T``: ``Q, K, V`` of shape ``(T, d_k)`` in float64, one call of
+    ``sdpa(Q, K, V, mask=causal_mask(T))``; the time is the best of ``repeats`` calls
+    (``time.perf_counter``), the memory the peak NumPy allocation during one call
+    (``tracemalloc``, which NumPy reports to). The slopes are least-squares fits of
+    ``log(time)`` and ``log(memory)`` against ``log(T)``: 2 means quadratic growth.
+
+    Returns:
+        dict: ``T`` (list), ``seconds`` (list), ``peak_bytes`` (list),
+        ``matrix_bytes`` (the T x T float64 matrix), ``qkv_bytes`` (Q, K, V together),
+        ``time_slope``, ``memory_slope`` (floats).
+    """
+    import tracemalloc
+
+    rng = np.random.default_rng(seed)
+    seconds, peaks = [], []
+    for T in T_values:
+        Q, K, V = (rng.standard_normal((T, d_k)) for _ in range(3))
+        mask = causal_mask(T)
+        best = math.inf
+        for _ in range(repeats):
+            started = time.perf_counter()
+            sdpa(Q, K, V, mask=mask)
+            best = min(best, time.perf_counter() - started)
+        tracemalloc.start()
+        sdpa(Q, K, V, mask=mask)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        seconds.append(best)
+    logT = np.log(np.asarray(T_values, dtype=np.float64))
+    return {"T": list(T_values), "seconds": seconds, "peak_bytes": peaks,
+            "matrix_bytes": [T * T * 8 for T in T_values],
+            "qkv_bytes": [3 * T * d_k * 8 for T in T_values],
+            "time_slope": float(np.polyfit(logT, np.log(seconds), 1)[0]),
+            "memory_slope": float(np.polyfit(logT, np.log(peaks), 1)[0])}
+
+
+# ---------------------------------------------------------------------------------------
+# Running many trainings: one process per run, a progress bar.
+
+
+class ProgressBar:
+    """A rich progress bar that also works inside a Jupyter notebook.
+
+    In a terminal it is rich's own live bar (on stderr). In a notebook kernel it is
+    rendered by rich to text and HTML and shown with one IPython display that is updated
+    in place, so it needs no widget library and the saved notebook keeps its final state.
+
+    Args:
+        total: int, units of work (training steps).
+        description: str, shown left of the bar.
+    """
+
+    def __init__(self, total, description):
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self._columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TextColumn("steps"), TimeElapsedColumn(), TextColumn("left"),
+                         TimeRemainingColumn())
+        self._handle = None
+        self._last = 0.0
+        try:
+            from IPython import get_ipython
+
+            in_kernel = get_ipython() is not None and hasattr(get_ipython(), "kernel")
+        except ImportError:
+            in_kernel = False
+        if in_kernel:
+            from IPython.display import display
+
+            self._progress = Progress(*self._columns, auto_refresh=False,
+                                      console=Console(file=io.StringIO(), width=110))
+            self._task = self._progress.add_task(description, total=total)
+            self._handle = display(self._bundle(), raw=True, display_id=True)
+        else:
+            self._progress = Progress(*self._columns, console=Console(stderr=True))
+            self._task = self._progress.add_task(description, total=total)
+            self._progress.start()
+
+    def _bundle(self):
+        from rich.console import Console
+
+        console = Console(record=True, file=io.StringIO(), width=110, force_terminal=True,
+                          color_system="truecolor")
+        console.print(self._progress.get_renderable())
+        text = console.export_text(clear=False)
+        html = console.export_html(inline_styles=True, code_format="<pre style=\"margin:0; "
+                                   "font-family:monospace\">{code}</pre>")
+        return {"text/plain": text.rstrip(), "text/html": html}
+
+    def update(self, completed, force=False):
+        """Set the number of units done; the display is redrawn at most 4 times a second."""
+        self._progress.update(self._task, completed=completed)
+        now = time.monotonic()
+        if self._handle is not None and (force or now - self._last > 0.25):
+            self._handle.update(self._bundle(), raw=True)
+            self._last = now
+
+    def close(self):
+        """Draw the final state and stop."""
+        if self._handle is not None:
+            self.update(self._progress.tasks[0].completed, force=True)
+        else:
+            self._progress.stop()
+
+
+_QUEUE = None
+
+
+def _experiment_worker_init(queue):
+    global _QUEUE
+    _QUEUE = queue
+
+
+def _experiment_run(index, job, ops_factory):
+    def report(steps_done):
+        _QUEUE.put((index, steps_done))
+
+    return train(ops=ops_factory(), progress=report, **job)
+
+
+def run_experiments(jobs, ops_factory, workers=None, description="training", progress=True):
+    """Run ``train(**job, ops=ops_factory())`` for every job, one process per run.
+
+    The processes are forked (``multiprocessing`` context ``"fork"``), so every function
+    the runs need, a notebook's included, is inherited rather than pickled; each reports
+    its steps through a queue to one progress bar.
+
+    Args:
+        jobs: list of dicts of keyword arguments of ``train`` (without ``ops``).
+        ops_factory: callable returning the ``ops`` namespace, called in each process.
+        workers: int, processes at a time (default: the number of CPU cores).
+        description: str, the progress bar's label.
+        progress: bool, show a progress bar.
+
+    Returns:
+        list of ``train``'s results, in the order of ``jobs``.
+    """
+    workers = workers or os.cpu_count() or 1
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    total = sum(job.get("steps", 1500) for job in jobs)
+    done = [0] * len(jobs)
+    bar = ProgressBar(total, description) if progress else None
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=_experiment_worker_init,
+                                                initargs=(queue,)) as pool:
+        futures = [pool.submit(_experiment_run, i, job, ops_factory)
+                   for i, job in enumerate(jobs)]
+        pending = set(futures)
+        while pending:
+            _, pending = concurrent.futures.wait(pending, timeout=0.2)
+            while not queue.empty():
+                index, steps_done = queue.get()
+                done[index] = steps_done
+            if bar is not None:
+                bar.update(sum(done))
+        results = [f.result() for f in futures]
+    if bar is not None:
+        bar.update(total, force=True)
+        bar.close()
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# Fast kernels: the functions the training loop calls, with the same contracts, written for
+# speed on this tiny model (``fast_ops``; the bench and ``train``'s callers on the
+# instructor's side use them; the notebook runs the students' own functions instead). What
+# differs from the plain reference: one fused (d, 3d) projection for Q, K and V instead of
+# three; the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax
+# without the guards for fully masked rows (a causal row always sees its own position);
+# sums over a short axis written as products with a vector of ones (NumPy's reductions over
+# a short axis cost several times a BLAS call); arithmetic in place on arrays the function
+# owns; the loss computed on the masked rows only. The arithmetic is otherwise the same, so
+# float64 results agree with the reference to rounding (tests/test_training.py).
 
 _CAUSAL_ADD = {}
 _ONES = {}
@@ -804,6 +1012,14 @@ def _row_sum(a):
     return a @ _ONES[key]
 
 
+def _column_sum(a):
+    """``a.sum(axis=0)`` of a 2-D array as a product with a row of ones (BLAS)."""
+    key = ("row", a.shape[0], a.dtype.str)
+    if key not in _ONES:
+        _ONES[key] = np.ones(a.shape[0], dtype=a.dtype)
+    return _ONES[key] @ a
+
+
 def _softmax_rows(scores):
     """Softmax over the last axis. ``exp`` is taken without subtracting the row maximum,
     which is safe while every row's sum is finite and positive (scores between about
@@ -813,7 +1029,8 @@ def _softmax_rows(scores):
     if not (np.isfinite(total).all() and total.min() > 0):
         exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
         total = _row_sum(exps)
-    return exps / total
+    exps /= total
+    return exps
 
 
 def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
@@ -822,8 +1039,11 @@ def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
     centred = x - _row_sum(x) * (1.0 / d)
     var = _row_sum(centred * centred) * (1.0 / d)
     inv = 1.0 / np.sqrt(var + eps)                                     # (..., 1)
-    xhat = centred * inv
-    return xhat * gamma + beta, {"xhat": xhat, "inv": inv, "gamma": gamma}
+    xhat = centred
+    xhat *= inv                                                        # in place: centred is ours
+    y = xhat * gamma
+    y += beta
+    return y, {"xhat": xhat, "inv": inv, "gamma": gamma}
 
 
 def fast_layer_norm_backward(dy, cache):
@@ -831,9 +1051,12 @@ def fast_layer_norm_backward(dy, cache):
     xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
     d = dy.shape[-1]
     g = dy * gamma
-    dx = inv * (g - _row_sum(g) * (1.0 / d) - xhat * (_row_sum(g * xhat) * (1.0 / d)))
+    dx = g - _row_sum(g) * (1.0 / d)
+    g *= xhat
+    dx -= xhat * (_row_sum(g) * (1.0 / d))
+    dx *= inv
     dy2, xhat2 = dy.reshape(-1, d), xhat.reshape(-1, d)
-    return dx, np.add.reduce(dy2 * xhat2, axis=0), np.add.reduce(dy2, axis=0)
+    return dx, _column_sum(dy2 * xhat2), _column_sum(dy2)
 
 
 def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
@@ -845,18 +1068,22 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
     d_h = d // h
     W = np.concatenate([params["W_Q"], params["W_K"], params["W_V"]], axis=1)   # (d, 3d)
     b = np.concatenate([params["b_Q"], params["b_K"], params["b_V"]])           # (3d,)
-    qkv = (x.reshape(B * T, d) @ W + b).reshape(B, T, 3, h, d_h)
-    q, k, v = qkv.transpose(2, 0, 3, 1, 4)                         # each (B, h, T, d_h)
+    qkv = x.reshape(B * T, d) @ W
+    qkv += b
+    q, k, v = qkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # each (B, h, T, d_h)
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
-    scores = (q @ k.swapaxes(-1, -2)) * np.asarray(factor, x.dtype)  # (B, h, T, T)
+    scores = q @ k.swapaxes(-1, -2)                                # (B, h, T, T)
+    if scale:
+        scores *= factor
     if causal:
-        scores = scores + _causal_additive(T, scores.dtype)
+        scores += _causal_additive(T, scores.dtype)
     P = _softmax_rows(scores)
     O = (P @ v).transpose(0, 2, 1, 3).reshape(B * T, d)            # (B, h, T, d_h) -> (B*T, d)
-    y = (O @ params["W_O"] + params["b_O"]).reshape(B, T, d)
+    y = O @ params["W_O"]
+    y += params["b_O"]
     cache = {"x": x, "q": q, "k": k, "v": v, "P": P, "O": O, "W": W, "factor": factor,
              "n_heads": h, "params": params}
-    return y, cache
+    return y.reshape(B, T, d), cache
 
 
 def fast_attention_backward(dy, cache):
@@ -866,17 +1093,21 @@ def fast_attention_backward(dy, cache):
     B, T, d = x.shape
     h, d_h = cache["n_heads"], d // cache["n_heads"]
     dy2 = dy.reshape(B * T, d)
-    grads = {"W_O": O.T @ dy2, "b_O": np.add.reduce(dy2, axis=0)}
+    grads = {"W_O": O.T @ dy2, "b_O": _column_sum(dy2)}
     dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, T, h, d_h).transpose(0, 2, 1, 3)
-    dP = dO @ v.swapaxes(-1, -2)                                   # (B, h, T, T)
-    dv = P.swapaxes(-1, -2) @ dO                                   # (B, h, T, d_h)
-    dS = P * (dP - _row_sum(dP * P))
-    dS = dS * np.asarray(cache["factor"], dS.dtype)
-    dq = dS @ k                                                    # (B, h, T, d_h)
-    dk = dS.swapaxes(-1, -2) @ q
-    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B * T, 3 * d)
+    dqkv = np.empty((B, T, 3, h, d_h), dtype=np.result_type(dy, x))
+    dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)                     # views, each (B, h, T, d_h)
+    np.matmul(P.swapaxes(-1, -2), dO, out=dv)
+    dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, T, T)
+    dS -= _row_sum(dS * P)
+    dS *= P
+    if cache["factor"] != 1.0:
+        dS *= cache["factor"]
+    np.matmul(dS, k, out=dq)
+    np.matmul(dS.swapaxes(-1, -2), q, out=dk)
+    dqkv = dqkv.reshape(B * T, 3 * d)
     dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
-    db = np.add.reduce(dqkv, axis=0)
+    db = _column_sum(dqkv)
     for i, name in enumerate("QKV"):
         grads["W_" + name] = dW[:, i * d:(i + 1) * d]
         grads["b_" + name] = db[i * d:(i + 1) * d]
@@ -884,13 +1115,128 @@ def fast_attention_backward(dy, cache):
     return dx, grads
 
 
+def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
+    """``block_forward`` with the sums and bias additions done in place (same cache)."""
+    attn_params = {key: params[key] for key in ATTENTION_KEYS}
+    cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
+    B, T, d = x.shape
+    if pre_ln:
+        a, cache["ln1"] = ops.layer_norm_forward(x, params["ln1_gamma"], params["ln1_beta"])
+        x1, cache["attn"] = ops.attention_forward(a, attn_params, n_heads, causal=True,
+                                                  scale=scale)
+        x1 += x                                            # x1 = x + MHA(LN1(x))
+        u, cache["ln2"] = ops.layer_norm_forward(x1, params["ln2_gamma"], params["ln2_beta"])
+    else:
+        a = x
+        s1, cache["attn"] = ops.attention_forward(x, attn_params, n_heads, causal=True,
+                                                  scale=scale)
+        s1 += x
+        x1, cache["ln1"] = ops.layer_norm_forward(s1, params["ln1_gamma"], params["ln1_beta"])
+        u = x1
+    pre = u.reshape(B * T, d) @ params["W1"]
+    pre += params["b1"]
+    hidden = pre * (pre > 0)                               # ReLU
+    f = hidden @ params["W2"]
+    f += params["b2"]
+    f = f.reshape(B, T, d)
+    cache.update(attn_in=a, ffn_in=u, ffn_pre=pre.reshape(B, T, -1),
+                 ffn_hidden=hidden.reshape(B, T, -1))
+    f += x1
+    if pre_ln:
+        return f, cache
+    y, cache["ln2"] = ops.layer_norm_forward(f, params["ln2_gamma"], params["ln2_beta"])
+    return y, cache
+
+
+def fast_block_backward(dy, cache, ops):
+    """``block_backward`` with BLAS column sums and in-place arithmetic (same results)."""
+    grads = {}
+    u, pre, hidden = cache["ffn_in"], cache["ffn_pre"], cache["ffn_hidden"]
+    B, T, d = u.shape
+    d_ff = hidden.shape[-1]
+
+    def ffn_backward(df):
+        df2 = df.reshape(B * T, d)
+        grads["W2"] = hidden.reshape(B * T, d_ff).T @ df2
+        grads["b2"] = _column_sum(df2)
+        dpre = df2 @ cache["W2"].T
+        dpre *= pre.reshape(B * T, d_ff) > 0                         # the ReLU's gradient
+        grads["W1"] = u.reshape(B * T, d).T @ dpre
+        grads["b1"] = _column_sum(dpre)
+        return (dpre @ cache["W1"].T).reshape(B, T, d)
+
+    if cache["pre_ln"]:
+        dx1, grads["ln2_gamma"], grads["ln2_beta"] = ops.layer_norm_backward(ffn_backward(dy),
+                                                                             cache["ln2"])
+        dx1 += dy
+        da, attn_grads = ops.attention_backward(dx1, cache["attn"])
+        dx, grads["ln1_gamma"], grads["ln1_beta"] = ops.layer_norm_backward(da, cache["ln1"])
+        dx += dx1
+    else:
+        ds2, grads["ln2_gamma"], grads["ln2_beta"] = ops.layer_norm_backward(dy, cache["ln2"])
+        dx1 = ffn_backward(ds2)
+        dx1 += ds2
+        ds1, grads["ln1_gamma"], grads["ln1_beta"] = ops.layer_norm_backward(dx1, cache["ln1"])
+        dx, attn_grads = ops.attention_backward(ds1, cache["attn"])
+        dx += ds1
+    grads.update({key: attn_grads[key] for key in ATTENTION_KEYS})
+    return dx, {key: grads[key] for key in BLOCK_KEYS}
+
+
+def fast_masked_cross_entropy(logits, targets, loss_mask):
+    """``masked_cross_entropy`` computed on the masked rows only (same results)."""
+    loss_mask = np.asarray(loss_mask, dtype=bool)
+    n = int(loss_mask.sum())
+    if n == 0:
+        raise ValueError("loss_mask selects no position")
+    rows = logits[loss_mask]                                          # (N, V)
+    rows = rows - rows.max(axis=1, keepdims=True)
+    exps = np.exp(rows)
+    total = _row_sum(exps)                                            # (N, 1)
+    picked = np.arange(n), targets[loss_mask]
+    loss = -float((rows[picked] - np.log(total[:, 0])).sum()) / n
+    exps /= total                                                     # softmax of each row
+    exps[picked] -= 1
+    exps *= 1.0 / n
+    dlogits = np.zeros_like(logits)
+    dlogits[loss_mask] = exps
+    return loss, dlogits
+
+
+def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    """``adam_step`` with fewer temporaries (same contract: new arrays, inputs untouched)."""
+    t = state["t"] + 1
+    step_size = lr / (1.0 - beta1 ** t)
+    root_correction = math.sqrt(1.0 - beta2 ** t)
+    new_params, m_new, v_new = {}, {}, {}
+    for name, p in params.items():
+        g = grads[name]
+        m = state["m"][name] * beta1
+        m += (1 - beta1) * g
+        v = state["v"][name] * beta2
+        v += (1 - beta2) * (g * g)
+        denominator = np.sqrt(v)
+        denominator *= 1.0 / root_correction                          # sqrt(v_hat)
+        denominator += eps
+        step = m / denominator
+        step *= step_size
+        new_params[name] = p - step
+        m_new[name], v_new[name] = m, v
+    return new_params, {"t": t, "m": m_new, "v": v_new}
+
+
 def fast_ops(**overrides):
-    """``reference_ops`` with the fast kernels above in place of the reference's
-    ``layer_norm_forward/backward`` and ``attention_forward/backward``."""
-    return reference_ops(layer_norm_forward=fast_layer_norm_forward,
-                         layer_norm_backward=fast_layer_norm_backward,
-                         attention_forward=fast_attention_forward,
-                         attention_backward=fast_attention_backward, **overrides)
+    """``reference_ops`` with the fast kernels above in place of the reference's layer
+    norm, attention, block, loss and Adam functions (the same contracts)."""
+    kernels = {"layer_norm_forward": fast_layer_norm_forward,
+               "layer_norm_backward": fast_layer_norm_backward,
+               "attention_forward": fast_attention_forward,
+               "attention_backward": fast_attention_backward,
+               "block_forward": fast_block_forward, "block_backward": fast_block_backward,
+               "masked_cross_entropy": fast_masked_cross_entropy,
+               "adam_step": fast_adam_step}
+    kernels.update(overrides)
+    return reference_ops(**kernels)
 
 
 # ---------------------------------------------------------------------------------------
