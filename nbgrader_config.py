@@ -6,8 +6,9 @@ nbgrader reads this file from the directory it is run in (the repository root), 
 
 import os
 
-from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
-                                    OverwriteCells, OverwriteKernelspec)
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades,
+                                    NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec)
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
@@ -20,6 +21,9 @@ c.CourseDirectory.root = ROOT
 # rebuilds it on every run). An absolute path, so that the gradebook is the same whatever
 # directory a command runs from.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
+# Files beside a notebook that nbgrader never copies (into release/ or autograded/):
+# nbgrader's defaults, and the example database Hypothesis may leave where tests ran.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".hypothesis"]
 
 # --- Executing submissions (autograde, validate) -----------------------------------------
 # Seconds one cell may run before nbgrader interrupts the kernel and records an error in
@@ -86,3 +90,23 @@ c.OverwriteCells.add_missing_cells = True
 c.Autograde.sanitize_preprocessors = [
     ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreDeletedGradeCells, CheckCellMetadata,
 ]
+
+# --- Feedback ----------------------------------------------------------------------------
+
+
+class DropHiddenTestMarkers(NbGraderPreprocessor):
+    """Feedback only: drop the ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` lines
+    of the grade cells. A hidden cell then shows what it is, a one-line call into the
+    graders, and its output, the graders' report for the student."""
+
+    markers = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            lines = cell.source.split("\n")
+            cell.source = "\n".join(line for line in lines
+                                    if not any(m in line for m in self.markers))
+        return cell, resources
+
+
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHiddenTestMarkers]
