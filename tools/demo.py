@@ -296,14 +296,22 @@ def faults_of(report):
     return seen
 
 
+# The fault id of a grade cell below full marks that ended before the graders reported:
+# the hidden cell's visible line raises NotImplementedError while the function is a stub;
+# nbgrader stops a cell that outruns its time limit; anything else is a crash.
+CELL_ERROR_FAULTS = {"NotImplementedError": "not-implemented", "CellTimeoutError": "timeout",
+                     "TimeoutError": "timeout"}
+
+
 def collect_results(root, coursedir, students, runs):
     """Per student: the total, and per grade cell nbgrader's score and the graders' faults.
 
     Returns:
         dict student -> ``{"ok", "score", "max_score", "cells": {name: {"grade_id",
         "score", "max_score", "faults"}}}``, ``name`` being the graded name of the hidden
-        cell. ``faults`` lists the graders' fault ids of the failed checks, or
-        ``cell-error:<error>`` for a cell below full marks that published no report.
+        cell. ``faults`` lists the fault ids of the checks the graders reported failed, or,
+        for a cell below full marks that ended in an error before the graders reported,
+        the fault id of that error (``CELL_ERROR_FAULTS``).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -331,7 +339,7 @@ def collect_results(root, coursedir, students, runs):
                 if out["report"] is not None:
                     faults = faults_of(out["report"])
                 elif score < top:
-                    faults = [f"cell-error:{out['error'] or 'no report'}"]
+                    faults = [CELL_ERROR_FAULTS.get(out["error"], "crash")]
                 else:
                     faults = []
                 entry["cells"][names.get(grade.name, grade.name)] = {
@@ -417,6 +425,9 @@ def main(argv=None):
                         help="course directory (default: this repository)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="students graded at once, one kernel each (default: 2)")
+    parser.add_argument("--started", type=float, default=None,
+                        help="epoch seconds when `make demo` started (to print the time "
+                             "since, install included)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     started = time.perf_counter()
@@ -467,6 +478,8 @@ def main(argv=None):
     graded = sum(e["ok"] for e in results.values())
     log("")
     log(f"demo: {graded}/{len(students)} submissions graded, wall time {seconds:.1f} s")
+    if args.started is not None:
+        log(f"make demo: {time.time() - args.started:.0f} s in all, set-up included")
     return 0
 
 

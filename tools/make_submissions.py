@@ -155,6 +155,17 @@ def reference_function(name):
     return "\n".join(line for line in lines if line.strip() not in (BEGIN, END)) + "\n"
 
 
+def solution_lines(source_path=SOURCE):
+    """Every line with a letter or digit in it of every solution region, stripped: the
+    reference functions' and the instructor notebook's (the exercises'). None may show in
+    what students receive."""
+    regions = [reference_region(name) for name in reference.SPEC_FUNCTIONS]
+    source = nbformat.read(str(source_path), as_version=4)
+    regions += [region_of(cell.source) for cell in solution_cells(source).values()]
+    return {line.strip() for region in regions for line in region.splitlines()
+            if any(ch.isalnum() for ch in line)}
+
+
 def apply_bug(region, bug):
     """``region`` with ``bug`` applied: a whole replacement region (str) or a list of
     ``(old, new)`` edits, each of which must match exactly once."""
