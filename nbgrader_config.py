@@ -96,16 +96,22 @@ c.Autograde.sanitize_preprocessors = [
 
 class DropHiddenTestMarkers(NbGraderPreprocessor):
     """Feedback only: drop the ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` lines
-    of the grade cells. A hidden cell then shows what it is, a one-line call into the
-    graders, and its output, the graders' report for the student."""
+    of the grade cells, from their source and from the tracebacks they show. A hidden cell
+    then shows what it is, a one-line call into the graders, and its output, the graders'
+    report for the student."""
 
     markers = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 
+    def without_markers(self, text):
+        return "\n".join(line for line in text.split("\n")
+                         if not any(m in line for m in self.markers))
+
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
-            lines = cell.source.split("\n")
-            cell.source = "\n".join(line for line in lines
-                                    if not any(m in line for m in self.markers))
+            cell.source = self.without_markers(cell.source)
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output["traceback"] = [self.without_markers(t) for t in output["traceback"]]
         return cell, resources
 
 
