@@ -1,0 +1,127 @@
+"""End to end: the main job (``python -m tools.demo``) on a copy of the course grades the
+example class as ``submitted/EXPECTED.json`` says, and what it writes reveals nothing.
+
+Slow (a few minutes): nbgrader starts one kernel per student.
+"""
+
+import html as html_lib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader_tests.core import grade_id
+from tools.demo import child_env
+from tools.make_submissions import TRAP_FUNCTION, solution_lines
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = json.loads((ROOT / "submitted" / "EXPECTED.json").read_text())["students"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """A copy of the course after one run of the demo: ``(folder, stdout, summary)``."""
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    for folder in ("source", "release", "submitted"):
+        shutil.copytree(ROOT / folder, course / folder,
+                        ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints"))
+    result = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(course)],
+                            cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=1200, check=False)
+    assert result.returncode == 0, result.stdout[-5000:]
+    summary = json.loads((course / "class_summary.json").read_text())
+    return course, result.stdout, summary
+
+
+def test_every_submission_is_graded_and_in_the_table(demo):
+    course, stdout, summary = demo
+    assert sorted(summary["results"]) == sorted(EXPECTED)
+    for student, result in summary["results"].items():
+        assert result["graded"], f"{student} was not graded:\n{stdout[-5000:]}"
+        assert student in stdout
+    assert "wall time" in stdout
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_scores_and_fault_ids_are_the_expected_ones(demo, student):
+    _, stdout, summary = demo
+    expected, got = EXPECTED[student], summary["results"][student]
+    assert got["score"] == pytest.approx(expected["score"], abs=1e-6), stdout[-5000:]
+    for name, points in expected["functions"].items():
+        cell = got["functions"][name]
+        assert cell["score"] == pytest.approx(points, abs=1e-6), (
+            f"{student}: {name} scored {cell['score']}, expected {points} "
+            f"(faults reported: {cell['faults']})")
+    for name, faults in expected["faults"].items():
+        reported = got["functions"][name]["faults"]
+        assert set(faults) <= set(reported), f"{student}: {name} reported {reported}, not {faults}"
+
+
+def test_each_trap_costs_points_in_its_own_function_only(demo):
+    _, _, summary = demo
+    for student, function in TRAP_FUNCTION.items():
+        below = {n for n, c in summary["results"][student]["functions"].items()
+                 if c["score"] < c["max_score"] - 1e-9}
+        assert below == {function}, f"{student}: points lost in {sorted(below)}"
+
+
+def test_the_infinite_loop_is_stopped_and_reported_as_a_timeout(demo):
+    _, _, summary = demo
+    softmax = summary["results"]["student_softmax_infinite_loop"]["functions"]["softmax"]
+    assert softmax["score"] == 0 and "timeout" in softmax["faults"]
+
+
+def test_the_deleted_hidden_cell_is_restored_and_graded(demo):
+    course, _, summary = demo
+    path = course / "autograded" / "student_deleted_hidden_cell" / "attention" / "attention.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    gid = grade_id("softmax")
+    assert ids.count(gid) == 1
+    assert ids[ids.index(gid) - 1] == "softmax_visible_test", "restored in the wrong place"
+    cell = nb.cells[ids.index(gid)]
+    assert "added back by nbgrader" in cell.source
+    assert any(o.get("output_type") == "execute_result" for o in cell.outputs), "not run"
+    softmax = summary["results"]["student_deleted_hidden_cell"]["functions"]["softmax"]
+    assert softmax["score"] == softmax["max_score"] == 10
+
+
+def test_a_correct_submission_writes_nothing_to_stderr(demo):
+    course, _, _ = demo
+    path = course / "autograded" / "student_correct" / "attention" / "attention.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            assert not (output.get("output_type") == "stream" and output.get("name") == "stderr"), (
+                f"cell {i} wrote to stderr: {output.get('text', '')[:500]}")
+            assert output.get("output_type") != "error", f"cell {i} raised {output.get('ename')}"
+
+
+def test_grades_csv_and_feedback_exist_for_every_student(demo):
+    course, _, _ = demo
+    rows = (course / "grades.csv").read_text().splitlines()
+    assert len(rows) == 1 + len(EXPECTED)
+    for student in EXPECTED:
+        assert (course / "feedback" / student / "attention" / "attention.html").exists()
+
+
+def test_feedback_reveals_no_solution_and_no_hidden_test(demo):
+    course, _, _ = demo
+    for html in sorted((course / "feedback").rglob("*.html")):
+        text = html.read_text(encoding="utf-8")
+        for marker in ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "grader_tests/"):
+            assert marker not in text, f"{html.relative_to(course)} shows {marker!r}"
+    # The student who wrote nothing must not find a line of any solution in the feedback.
+    stubs = course / "feedback" / "student_all_stubs" / "attention" / "attention.html"
+    plain = html_lib.unescape(re.sub(r"<[^>]+>", "", stubs.read_text(encoding="utf-8")))
+    shown = {line.strip() for line in plain.splitlines()}
+    leaked = sorted(shown & solution_lines())
+    assert not leaked, f"the feedback of student_all_stubs shows solution lines: {leaked}"

@@ -1,0 +1,73 @@
+"""The committed example class, ``submitted/``, is what ``tools/make_submissions.py`` writes
+from the committed release, and each submission differs from the correct one only where
+its description says."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader_tests.core import POINTS, grade_id
+from tools import make_submissions as ms
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = ROOT / "submitted" / "EXPECTED.json"
+
+
+@pytest.fixture(scope="module")
+def built():
+    return {s: nbformat.reads(text, as_version=4) for s, text in ms.build().items()}
+
+
+def test_committed_submissions_are_what_make_submissions_writes():
+    assert ms.stale() == [], "run: python -m tools.make_submissions"
+
+
+def test_no_other_student_folder_is_committed():
+    folders = sorted(p.name for p in (ROOT / "submitted").iterdir() if p.is_dir())
+    assert folders == sorted(ms.STUDENTS)
+
+
+def test_expected_scores_cover_every_student_and_graded_name():
+    expected = json.loads(EXPECTED.read_text())["students"]
+    assert sorted(expected) == sorted(ms.STUDENTS)
+    for student, entry in expected.items():
+        assert sorted(entry["functions"]) == sorted(POINTS), student
+        total = sum(entry["functions"].values())
+        assert abs(entry["score"] - total) < 1e-6, f"{student}: score is not the sum of its parts"
+
+
+def sources(nb):
+    """``{grade id: source}`` of a notebook's cells (cells without one are keyed by index)."""
+    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id", f"#{i}"): c.source
+            for i, c in enumerate(nb.cells)}
+
+
+def test_a_filled_function_is_the_reference_function_without_its_markers(built):
+    correct = sources(built["student_correct"])
+    for name in ms.reference.SPEC_FUNCTIONS:
+        cell = next(src for src in correct.values() if src.startswith(f"def {name}("))
+        assert cell.rstrip("\n") == ms.reference_function(name).rstrip("\n"), name
+
+
+def test_each_trap_student_differs_from_the_correct_one_in_one_solution_cell(built):
+    correct = sources(built["student_correct"])
+    for student, function in ms.TRAP_FUNCTION.items():
+        theirs = sources(built[student])
+        assert theirs.keys() == correct.keys(), student
+        differing = [gid for gid in correct if theirs[gid] != correct[gid]]
+        assert len(differing) == 1, f"{student}: cells differ: {differing}"
+        assert theirs[differing[0]].startswith(f"def {function}("), (student, differing)
+
+
+def test_all_stubs_is_the_release_unchanged(built):
+    release = nbformat.read(str(ms.RELEASE), as_version=4)
+    assert built["student_all_stubs"] == release
+
+
+def test_deleted_hidden_cell_student_lacks_exactly_that_cell(built):
+    correct = sources(built["student_correct"])
+    theirs = sources(built["student_deleted_hidden_cell"])
+    assert set(correct) - set(theirs) == {grade_id("softmax")}
+    assert all(theirs[gid] == correct[gid] for gid in theirs)
