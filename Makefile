@@ -1,0 +1,25 @@
+# The README's two commands. `make demo`: set up .venv and run the main job;
+# `make test`: set up .venv and run the test suite.
+
+PYTHON := $(shell command -v python3.11 || command -v python3)
+# When make started (seconds since the epoch): the demo prints the time since, install included.
+STARTED := $(shell date +%s)
+VENV := .venv
+BIN := $(VENV)/bin
+# Written once the kit is installed in .venv; older than pyproject.toml means reinstall.
+STAMP := $(VENV)/installed.stamp
+
+.PHONY: demo test
+
+demo: $(STAMP)
+	$(BIN)/python -m tools.demo --started $(STARTED)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+$(STAMP): pyproject.toml
+	@start=$$(date +%s); \
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e . && \
+	touch $@ && \
+	echo "install: $$(( $$(date +%s) - start )) s"
