@@ -1,21 +1,33 @@
 """Grade a whole ``submitted/`` folder, isolated, in parallel, into nbgrader's gradebook.
 
     python -m grader_tests batch [SUBMITTED] [--assignment attention] [--workers N]
+                                 [--scheduler tcp://HOST:PORT] [--task-time-limit S]
                                  [--db-url URL] [--log FILE] [--fresh]
 
 Each student's submission is graded by ``sandbox.grade_isolated`` in a pool of ``N``
-worker processes (default: the machine's cores). As each student finishes, the
+worker processes (default: the machine's cores), or, with ``--scheduler``, on the workers
+of a Dask distributed cluster, which receive the submission's bytes, not its path
+(``dask_batch.py``; Dask is imported only then). As each student finishes, the
 coordinator (this process, the only one that touches the database) appends the result
 to a JSON-lines log and writes the score of every hidden-check cell to nbgrader's
 gradebook (``Grade.auto_score``), flagging the submitted notebook when tampering was seen.
+
+The gradebook is ``--db-url`` if given, else ``c.CourseDirectory.db_url`` of the course's
+``nbgrader_config.py`` (beside SUBMITTED) if it sets one, else ``gradebook.db`` beside
+SUBMITTED. Any SQLAlchemy URL nbgrader accepts will do: ``postgresql://USER@HOST/DB``
+(with ``psycopg2``) when several graders share one gradebook.
 
 Killed and started again, the command reads its log: a student whose submission file has
 the same SHA-256 as the logged one is not graded again (its logged result is written to
 the gradebook if the database missed it), so nothing is graded twice and nothing graded is
 lost. A bad submission (unreadable notebook, empty folder) gets a grade of 0 with its
-reason and never stops the batch. At the end a summary lists per student the score, flags
-and errors, and per fault id how many students hit it; where nbgrader's in-kernel
-autograde (``autograded/``) scored a cell differently, the summary says so.
+reason and never stops the batch. On a Dask cluster, a task whose worker died or that ran
+past its time limit is tried once more elsewhere, then recorded as a *grading error*: a
+log line with ``error`` and no report, no grade in the gradebook, ``ERROR`` in the
+summary, exit status 3; the same command run again grades those students again. At the
+end a summary lists per student the score, flags and errors, and per fault id how many
+students hit it; where nbgrader's in-kernel autograde (``autograded/``) scored a cell
+differently, the summary says so.
 """
 
 import argparse
@@ -34,6 +46,8 @@ from .core import POINTS, grade_id, report_dict
 from .submission import SubmissionError, code_of_notebook
 
 NOTEBOOK = "attention"
+# Exit status of ``main`` when some students ended with a grading error (no grade).
+EXIT_GRADING_ERRORS = 3
 
 
 def find_submission(folder, assignment=NOTEBOOK):
@@ -70,6 +84,21 @@ def sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def configured_db_url(root):
+    """``c.CourseDirectory.db_url`` of ``root/nbgrader_config.py``, or None if not set there.
+
+    The file is read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a
+    URL computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it.
+    """
+    if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
+        return None
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    course = config.get("CourseDirectory", {})
+    return course.get("db_url") if "db_url" in course else None
 
 
 def _grade_job(student, path):
@@ -130,6 +159,8 @@ def write_gradebook(db_url, assignment, record):
     from nbgrader.api import Gradebook, MissingEntry
 
     report = record["report"]
+    if report is None:
+        raise ValueError(f"{record['student']}: a grading error has no grade to write")
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy warnings on add_submission
         gb.update_or_create_student(record["student"])
@@ -208,6 +239,10 @@ def summarise(log, students, root, assignment, out=sys.stdout):
             rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
             continue
         report = rec["report"]
+        if report is None:  # a grading error: the executor failed, no grade was written
+            rows.append({"student": student, "score": None, "flags": [],
+                         "errors": [rec["error"]], "grading_error": True})
+            continue
         hit = sorted({c["fault"] for f in report["functions"].values() for c in f["checks"]
                       if not c["passed"]})
         faults.update(hit)
@@ -227,6 +262,8 @@ def summarise(log, students, root, assignment, out=sys.stdout):
     print(f"\n{'student':<{width}}  {'score':>12}  faults / flags / errors", file=out)
     for r in rows:
         score = "-" if r["score"] is None else f"{r['score']:.2f} / {r['max_score']:g}"
+        if r.get("grading_error"):
+            score = "ERROR"
         extras = r.get("faults", []) + [f"FLAG: {f}" for f in r["flags"]] + \
             [f"error: {e}" for e in r["errors"]] + \
             [f"disagrees with nbgrader: {d}" for d in r.get("disagreements", [])]
@@ -234,18 +271,31 @@ def summarise(log, students, root, assignment, out=sys.stdout):
     print("\nstudents per fault id:", file=out)
     for fault, n in faults.most_common():
         print(f"  {fault:<28} {n}", file=out)
-    return {"students": rows, "faults": dict(faults)}
+    failed = [r["student"] for r in rows if r.get("grading_error")]
+    if failed:
+        print(f"\n{len(failed)} student(s) with a grading error, no grade written (run the "
+              f"same command again to grade them): {', '.join(failed)}", file=out)
+    return {"students": rows, "faults": dict(faults), "grading_errors": failed}
 
 
 def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None, fresh=False,
-        root=None, progress=True):
+        root=None, progress=True, scheduler=None, task_time_limit=None):
     """Grade every student folder of ``submitted``; see the module doc.
+
+    Args:
+        workers: int, processes of the local pool (default: the machine's cores); ignored
+            with ``scheduler``.
+        scheduler: str or None, the address of a Dask scheduler (``tcp://HOST:PORT``):
+            grade on its workers instead of a local pool.
+        task_time_limit: float or None, seconds one Dask task may grade (default
+            ``dask_batch.TASK_TIME_LIMIT``).
 
     Returns:
         the summary dict of ``summarise``.
     """
     root = root or os.path.dirname(os.path.abspath(submitted))
-    db_url = db_url or "sqlite:///" + os.path.join(root, "gradebook.db")
+    db_url = db_url or configured_db_url(root) or \
+        "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, "batch_log.jsonl")
     if fresh and os.path.exists(log_path):
         os.remove(log_path)
@@ -265,7 +315,8 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             continue
         digest = sha256(path)
         previous = log.records.get(student)
-        if previous is not None and previous.get("sha256") == digest:
+        if previous is not None and previous.get("sha256") == digest \
+                and previous.get("report") is not None:  # (a grading error is graded again)
             if not gradebook_has(db_url, assignment, student):
                 write_gradebook(db_url, assignment, previous)  # logged but not yet stored
             continue
@@ -289,28 +340,43 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
 
         bar = Progress(transient=False)
         bar.start()
-        task = bar.add_task(f"grading {len(jobs)} submission(s) with {workers} worker(s)",
-                            total=len(jobs))
+        where = f"on the Dask cluster {scheduler}" if scheduler else f"with {workers} worker(s)"
+        task = bar.add_task(f"grading {len(jobs)} submission(s) {where}", total=len(jobs))
+
+    def finish(student, rec):
+        """Log one finished student and write the grade (none for a grading error)."""
+        path, digest, note = notes[student]
+        if rec["report"] is None and not rec.get("grading_error"):
+            rec["report"] = zero_report(rec["error"])  # the grader failed on this file: 0
+        rec.update(sha256=rec.get("sha256") or digest,  # a Dask task's: of the bytes sent
+                   path=os.path.relpath(path, root), note=note,
+                   finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
+        log.append(rec)
+        if not rec.get("grading_error"):
+            write_gradebook(db_url, assignment, rec)
+        if bar is not None:
+            bar.advance(task)
+
     try:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_grade_job, s, p): s for s, p in jobs}
-            for future in concurrent.futures.as_completed(futures):
-                student = futures[future]
-                path, digest, note = notes[student]
-                try:
-                    rec = future.result()
-                except Exception as exc:  # a pool worker died: record it for this student
-                    rec = {"student": student, "report": None, "cell_errors": [], "flags": [],
-                           "error": f"grading process failed: {type(exc).__name__}: {exc}",
-                           "seconds": 0.0}
-                if rec["report"] is None:
-                    rec["report"] = zero_report(rec["error"])
-                rec.update(sha256=digest, path=os.path.relpath(path, root), note=note,
-                           finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
-                log.append(rec)
-                write_gradebook(db_url, assignment, rec)
-                if bar is not None:
-                    bar.advance(task)
+        if scheduler:
+            from .dask_batch import TASK_TIME_LIMIT, grade_on_cluster
+
+            say = bar.console.print if bar is not None else (lambda text: None)
+            grade_on_cluster(scheduler, jobs, finish, task_time_limit or TASK_TIME_LIMIT,
+                             progress=say)
+        else:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = {pool.submit(_grade_job, s, p): s for s, p in jobs}
+                for future in concurrent.futures.as_completed(futures):
+                    student = futures[future]
+                    try:
+                        rec = future.result()
+                    except Exception as exc:  # a pool worker died: recorded for this student
+                        rec = {"student": student, "report": None, "cell_errors": [],
+                               "flags": [], "error": f"grading process failed: "
+                                                     f"{type(exc).__name__}: {exc}",
+                               "seconds": 0.0}
+                    finish(student, rec)
     finally:
         if bar is not None:
             bar.stop()
@@ -323,16 +389,25 @@ def main(argv=None):
                                                  "gradebook.")
     parser.add_argument("submitted", nargs="?", default="submitted")
     parser.add_argument("--assignment", default=NOTEBOOK)
-    parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--db-url", default=None)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes of the local pool (default: the machine's cores)")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="grade on this Dask distributed scheduler's workers instead of "
+                             "a local pool")
+    parser.add_argument("--task-time-limit", type=float, default=None, metavar="SECONDS",
+                        help="with --scheduler: seconds one submission may grade on a worker "
+                             "before it is tried elsewhere (default 600)")
+    parser.add_argument("--db-url", default=None,
+                        help="the gradebook (default: c.CourseDirectory.db_url of the course's "
+                             "nbgrader_config.py, else gradebook.db beside SUBMITTED)")
     parser.add_argument("--log", default=None, help="JSON-lines log (default: batch_log.jsonl "
                                                     "beside SUBMITTED)")
     parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
     parser.add_argument("--summary-json", default=None, help="also write the summary here")
     args = parser.parse_args(argv)
     summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
-                  args.fresh)
+                  args.fresh, scheduler=args.scheduler, task_time_limit=args.task_time_limit)
     if args.summary_json:
         with open(args.summary_json, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
-    return 0
+    return EXIT_GRADING_ERRORS if summary["grading_errors"] else 0

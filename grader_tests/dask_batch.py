@@ -1,0 +1,311 @@
+"""The batch grader's Dask executor: each submission graded on a Dask distributed worker.
+
+    python -m grader_tests batch SUBMITTED --scheduler tcp://HOST:PORT [--task-time-limit S]
+
+Imported by ``batch.run`` only when ``--scheduler`` is given, so the local process pool
+needs no Dask. The two sides:
+
+* **Coordinator** (``grade_on_cluster``, in the ``batch`` process): reads each
+  submission's bytes, sends them with the file name as a task (no shared file system: a
+  worker never sees the coordinator's paths), and hands every returned record to the
+  batch, which alone appends to the log and writes the gradebook (no worker needs the
+  database). At most ``2 x`` the cluster's threads (at least 4) tasks are in flight, so a
+  class of thousands does not sit in the scheduler's memory at once.
+* **Worker** (``grade_bytes``, run by Dask on a worker): writes the bytes to a temporary
+  folder and grades the file with ``batch._grade_job`` (``sandbox.grade_isolated``, the
+  local pool's own job, so both executors give the same record) in a grading process of
+  its own, kept for the worker's later tasks. Past ``time_limit`` seconds that process
+  (and the sandbox under it) is killed and the task raises ``GradingTimeLimit``. The
+  process kills itself and its sandbox if the Dask worker dies.
+
+A task that fails for a reason other than the submission (its worker died, the time limit
+ran out, the grading process crashed, the worker could not run the task) is tried once
+more, on another worker when the cluster has one; if that fails too, the student gets a
+*grading error* record (``"grading_error": true``, ``"report": null``, the reasons in
+``"attempts"``): logged, never written to the gradebook as a grade, and graded again when
+the same command is run again. The scheduler itself reruns a task whose worker died
+``distributed.scheduler.allowed-failures`` times before the coordinator hears of it; the
+coordinator counts those runs (``KilledWorker.allowed_failures + 1``) towards the two, so
+start the scheduler with ``DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES=0`` to let the
+coordinator choose the worker of the second try (with Dask's default of 3, a worker death
+is retried by the scheduler, three times, and then recorded).
+"""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from multiprocessing.connection import Connection
+
+# A submission is tried at most this many times before it is recorded as a grading error.
+ATTEMPTS = 2
+# Default seconds one task may grade before its grading process is killed. A submission
+# takes a few seconds (the sandbox limits each call of student code to seconds); this is
+# the outer bound for a grader stuck for any other reason.
+TASK_TIME_LIMIT = 600.0
+# Seconds the coordinator waits for the first worker to join the scheduler.
+WORKER_WAIT = 120.0
+
+KIT_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class GradingTimeLimit(Exception):
+    """A task graded for longer than its time limit (raised on the worker)."""
+
+    def __init__(self, seconds, worker):
+        super().__init__(seconds, worker)
+        self.seconds, self.worker = seconds, worker
+
+    def __str__(self):
+        return f"grading took longer than the time limit of {self.seconds:g} s on {self.worker}"
+
+
+class GradingProcessDied(Exception):
+    """The grading process of a worker ended during a task (raised on the worker)."""
+
+    def __init__(self, detail, worker):
+        super().__init__(detail, worker)
+        self.detail, self.worker = detail, worker
+
+    def __str__(self):
+        return f"the grading process on {self.worker} died: {self.detail}"
+
+
+# ---------------------------------------------------------------------------------------
+# Worker side
+
+
+def _worker_address():
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):  # not inside a Dask worker (tests call it directly)
+        return f"pid {os.getpid()}"
+
+
+class GradingProcess:
+    """A long-lived ``python -m grader_tests.dask_batch FD`` that runs ``_grade_job``.
+
+    Started in its own session, so that killing its process group also kills the sandbox
+    process it starts. It imports the graders once, for every task of its thread.
+    """
+
+    def __init__(self):
+        parent, child = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (KIT_PARENT, env.get("PYTHONPATH")) if p)
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.setdefault(name, "1")  # one core per task: the worker runs one task a thread
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "grader_tests.dask_batch", str(child.fileno())],
+            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
+            env=env)
+        child.close()
+        self.conn = Connection(parent.detach())
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def grade(self, student, path, time_limit):
+        """``_grade_job(student, path)`` in the grading process, within ``time_limit`` s.
+
+        Raises:
+            GradingTimeLimit: the time ran out; the process has been killed.
+            GradingProcessDied: the process ended before it answered.
+        """
+        deadline = time.monotonic() + time_limit
+        try:
+            self.conn.send_bytes(json.dumps({"student": student, "path": path}).encode())
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.kill()
+                    raise GradingTimeLimit(time_limit, _worker_address())
+                if self.conn.poll(min(remaining, 1.0)):
+                    return json.loads(self.conn.recv_bytes())
+                if not self.alive():
+                    raise EOFError
+        except (EOFError, OSError) as exc:
+            code = self.proc.poll()
+            self.kill()
+            detail = f"exit status {code}" if code is not None else type(exc).__name__
+            raise GradingProcessDied(detail, _worker_address()) from None
+
+    def kill(self):
+        """Kill the process and everything it started (idempotent)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+_local = threading.local()  # one grading process per thread of the Dask worker
+
+
+def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT):
+    """The Dask task: grade one submission sent as bytes; return the batch record.
+
+    Args:
+        student: str, the student id (for the record only).
+        filename: str, the submission's file name (``attention.ipynb``, ``attention.py``,
+            ``attention (1).ipynb``): its suffix decides how it is read.
+        data: bytes, the file's content.
+        time_limit: float, seconds the grading may take.
+
+    Returns:
+        dict, the record of ``batch._grade_job`` plus ``worker`` (the worker's address).
+
+    Raises:
+        GradingTimeLimit, GradingProcessDied: the coordinator retries, then records an error.
+    """
+    name = os.path.basename(filename) or "submission.ipynb"
+    with tempfile.TemporaryDirectory(prefix="attention-kit-task-") as folder:
+        path = os.path.join(folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        process = getattr(_local, "process", None)
+        if process is None or not process.alive():
+            process = _local.process = GradingProcess()
+        try:
+            record = process.grade(student, path, time_limit)
+        except (GradingTimeLimit, GradingProcessDied):
+            _local.process = None
+            raise
+    record["worker"] = _worker_address()
+    return record
+
+
+def _serve(fd):
+    """Main of the grading process: answer requests on socket ``fd`` until it closes."""
+    from grader_tests.batch import _grade_job
+
+    parent = os.getppid()
+
+    def watch_parent():  # the Dask worker died: take the sandbox down with this process
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    conn = Connection(fd)
+    while True:
+        try:
+            request = json.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return 0
+        record = _grade_job(request["student"], request["path"])
+        conn.send_bytes(json.dumps(record).encode())
+
+
+# ---------------------------------------------------------------------------------------
+# Coordinator side
+
+
+def _failure(exc):
+    """``(reason, attempts it used, worker to avoid)`` of a failed task."""
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        runs = exc.allowed_failures + 1
+        worker = getattr(exc.last_worker, "address", None)
+        return (f"the worker grading it ({worker}) died" +
+                (f" ({runs} workers in a row)" if runs > 1 else ""), runs, worker)
+    if isinstance(exc, (GradingTimeLimit, GradingProcessDied)):
+        return str(exc), 1, exc.worker
+    text = " ".join(str(exc).split())  # Dask's messages run over several lines
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return f"the task failed on the cluster: {type(exc).__name__}: {text}", 1, None
+
+
+def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progress=None,
+                     worker_wait=WORKER_WAIT):
+    """Grade ``jobs`` on the Dask cluster of ``scheduler``; hand each record to ``finish``.
+
+    Args:
+        scheduler: str, the scheduler's address (``tcp://HOST:PORT``).
+        jobs: list of ``(student, path)``; ``path`` is read here.
+        finish: callable ``finish(student, record)``, called in this process once per
+            student, in the order results arrive: the ``_grade_job`` record plus
+            ``sha256`` (of the bytes sent) and ``worker``, or a grading error record
+            (``"grading_error": True``, ``"report": None``, ``"error"``, ``"attempts"``).
+        time_limit: float, seconds one task may grade on a worker.
+        progress: callable ``progress(text)`` for one-line notes (retries), or None.
+        worker_wait: float, seconds to wait for a first worker.
+
+    Raises:
+        TimeoutError: no worker joined the scheduler within ``worker_wait`` seconds.
+    """
+    from distributed import Client, as_completed
+
+    note = progress or (lambda text: None)
+    with Client(scheduler, timeout="30s") as client:
+        client.wait_for_workers(1, timeout=worker_wait)
+        queue = list(reversed(jobs))  # pop() takes the first job
+        history = {}  # student -> [reasons of failed attempts]
+        runs = {}  # student -> attempts used
+        meta = {}  # future -> (student, sha256)
+        running = as_completed()
+
+        def submit(student, path, avoid=None):
+            with open(path, "rb") as f:
+                data = f.read()
+            placement = {}
+            others = [w for w in client.nthreads() if w != avoid] if avoid else []
+            if others:  # a retry goes to another worker, or anywhere if those leave
+                placement = {"workers": others, "allow_other_workers": True}
+            future = client.submit(grade_bytes, student, os.path.basename(path), data,
+                                   time_limit, key=f"grade-{student}-{uuid.uuid4().hex}",
+                                   pure=False, **placement)
+            meta[future] = (student, path, hashlib.sha256(data).hexdigest())
+            running.add(future)
+
+        def window():
+            return max(4, 2 * sum(client.nthreads().values()))
+
+        while queue and running.count() < window():
+            student, path = queue.pop()
+            submit(student, path)
+        for future in running:
+            student, path, digest = meta.pop(future)
+            try:
+                record = future.result()
+            except Exception as exc:  # the task failed, not the submission: retry or record
+                reason, used, worker = _failure(exc)
+                history.setdefault(student, []).append(reason)
+                runs[student] = runs.get(student, 0) + used
+                if runs[student] < ATTEMPTS:
+                    note(f"{student}: {reason}; trying once more elsewhere")
+                    submit(student, path, avoid=worker)
+                    continue
+                record = {"student": student, "report": None, "cell_errors": [], "flags": [],
+                          "grading_error": True, "attempts": history[student],
+                          "error": f"grading error, no grade written ({runs[student]} "
+                                   f"attempt(s)): " + "; ".join(history[student]),
+                          "seconds": 0.0}
+            else:
+                if student in history:
+                    record["attempts"] = history[student]
+            finally:
+                future.release()
+            record["sha256"] = digest
+            finish(student, record)
+            while queue and running.count() < window():
+                student, path = queue.pop()
+                submit(student, path)
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(int(sys.argv[1])))
