@@ -596,13 +596,16 @@ def generate_with_cache(params, prompts, n_new, config, ops):
     """Greedy decoding with a KV cache; the same tokens and logits as ``greedy_generate``.
 
     Keys and values of past positions never change (the causal mask: position ``j``
-    depends on tokens ``0 .. j`` only), so each layer keeps them in a cache. The prompt
-    is run once (prefill, causal attention over ``T0`` positions); then every new token
-    costs one query row per layer: ``q`` ``(B, h, 1, d_h)`` against the cached keys and
-    values ``(B, h, t, d_h)`` with ``ops.scaled_dot_product_attention`` (no mask: every
-    cached position is in the past). Built from ``ops.split_heads``, ``ops.merge_heads``,
-    ``ops.scaled_dot_product_attention``, ``ops.causal_mask`` and
-    ``ops.layer_norm_forward``; the arithmetic of a block is that of ``block_forward``.
+    depends on tokens ``0 .. j`` only), so each layer keeps them in a cache, preallocated
+    for the whole generation (``(B, h, T0 + n_new, d_h)`` per layer, filled left to right).
+    The prompt is run once (prefill, causal attention over ``T0`` positions); then every
+    new token costs one query row per layer: ``q`` ``(B, h, 1, d_h)`` against the cached
+    keys and values ``(B, h, t, d_h)`` with ``ops.scaled_dot_product_attention`` (no mask:
+    every cached position is in the past). The three projections of a layer are one
+    product with ``[W_Q | W_K | W_V]`` ``(d, 3d)``, concatenated once. Built from
+    ``ops.split_heads``, ``ops.merge_heads``, ``ops.scaled_dot_product_attention``,
+    ``ops.causal_mask`` and ``ops.layer_norm_forward``; the arithmetic of a block is that
+    of ``block_forward``.
 
     Args:
         params, prompts, n_new, config: as for ``greedy_generate``.
@@ -611,33 +614,38 @@ def generate_with_cache(params, prompts, n_new, config, ops):
     Returns:
         ``(tokens, logits)`` as ``greedy_generate``.
     """
-    h_heads = config.n_heads
+    h, d = config.n_heads, config.d
     sequence = np.array(prompts, dtype=np.int64)
     B, T0 = sequence.shape
-    keys, values = [None] * config.n_layers, [None] * config.n_layers
+    dtype = params["embedding"].dtype
+    blocks = [block_params(params, i) for i in range(config.n_layers)]
+    fused = [(np.concatenate([p["W_Q"], p["W_K"], p["W_V"]], axis=1),       # (d, 3d)
+              np.concatenate([p["b_Q"], p["b_K"], p["b_V"]])) for p in blocks]
+    shape = (B, h, T0 + n_new, d // h)
+    keys = [np.zeros(shape, dtype=dtype) for _ in blocks]
+    values = [np.zeros(shape, dtype=dtype) for _ in blocks]
 
     def attend(i, a, first):
         """Attention of layer ``i`` for the new rows ``a`` (B, n, d) at positions
-        ``first .. first+n-1``, appending their keys and values to the cache."""
-        p = block_params(params, i)
-        q = ops.split_heads(a @ p["W_Q"] + p["b_Q"], h_heads)          # (B, h, n, d_h)
-        k = ops.split_heads(a @ p["W_K"] + p["b_K"], h_heads)
-        v = ops.split_heads(a @ p["W_V"] + p["b_V"], h_heads)
-        keys[i] = k if keys[i] is None else np.concatenate([keys[i], k], axis=2)
-        values[i] = v if values[i] is None else np.concatenate([values[i], v], axis=2)
-        n, t = a.shape[1], keys[i].shape[2]
-        mask = ops.causal_mask(t)[first:first + n] if n > 1 else None  # (n, t) rows
-        out, _ = ops.scaled_dot_product_attention(q, keys[i], values[i], mask=mask,
-                                                  scale=config.scale)  # (B, h, n, d_h)
-        return ops.merge_heads(out) @ p["W_O"] + p["b_O"]               # (B, n, d)
+        ``first .. first+n-1``, writing their keys and values into the cache."""
+        W, b = fused[i]
+        qkv = a @ W + b                                                # (B, n, 3d)
+        q = ops.split_heads(qkv[..., :d], h)                           # (B, h, n, d_h)
+        n = a.shape[1]
+        keys[i][:, :, first:first + n] = ops.split_heads(qkv[..., d:2 * d], h)
+        values[i][:, :, first:first + n] = ops.split_heads(qkv[..., 2 * d:], h)
+        t = first + n                                                  # positions cached
+        mask = ops.causal_mask(t)[first:t] if n > 1 else None          # (n, t) rows
+        out, _ = ops.scaled_dot_product_attention(q, keys[i][:, :, :t], values[i][:, :, :t],
+                                                  mask=mask, scale=config.scale)
+        return ops.merge_heads(out) @ blocks[i]["W_O"] + blocks[i]["b_O"]   # (B, n, d)
 
     def step(tokens, first):
         """Logits of the last of ``tokens`` (B, n), which sit at positions first.."""
         x = params["embedding"][tokens]
         if config.positions:
             x = x + params["positions"][first:first + tokens.shape[1]]
-        for i in range(config.n_layers):
-            p = block_params(params, i)
+        for i, p in enumerate(blocks):
             if config.pre_ln:
                 a, _ = ops.layer_norm_forward(x, p["ln1_gamma"], p["ln1_beta"])
                 x1 = x + attend(i, a, first)
@@ -810,7 +818,7 @@ def attention_maps(params, inputs, config, ops):
     return maps
 
 
-def attention_cost(sdpa, causal_mask, T_values=(128, 512, 2048), d_k=64, repeats=3, seed=0):
+def attention_cost(sdpa, causal_mask, T_values=(128, 512, 2048), d_k=64, repeats=5, seed=0):
     """Time and peak memory of causal self-attention as the sequence grows.
 
     For each ``T``: ``Q, K, V`` of shape ``(T, d_k)`` in float64, one call of
@@ -885,7 +893,8 @@ class ProgressBar:
             from IPython.display import display
 
             self._progress = Progress(*self._columns, auto_refresh=False,
-                                      console=Console(file=io.StringIO(), width=110))
+                                      console=Console(file=io.StringIO(), width=110,
+                                                      force_jupyter=False))
             self._task = self._progress.add_task(description, total=total)
             self._handle = display(self._bundle(), raw=True, display_id=True)
         else:
@@ -897,7 +906,7 @@ class ProgressBar:
         from rich.console import Console
 
         console = Console(record=True, file=io.StringIO(), width=110, force_terminal=True,
-                          color_system="truecolor")
+                          force_jupyter=False, color_system="truecolor")
         console.print(self._progress.get_renderable())
         text = console.export_text(clear=False)
         html = console.export_html(inline_styles=True, code_format="<pre style=\"margin:0; "

@@ -1,0 +1,701 @@
+"""Assignment `training`: the reference, its graders, the notebook's gate, the unlock command.
+
+Fast tests (seconds each). The long ones (a full training, the notebook end to end, the
+nbgrader round trip) are in test_training_slow.py.
+"""
+
+import inspect
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from grader_tests import gradcheck
+from grader_tests.checks_training import CHECK_TIME_LIMIT, POINTS_TRAINING, grade_function
+from grader_tests.core import CHECKS, grade_id
+from grader_tests.faults import FAULTS
+from solutions import attention as attention_ref
+from solutions import training as tr
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
+ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
+TRAINING_SOURCE = inspect.getsource(tr)
+ATTENTION_SOURCE = inspect.getsource(attention_ref)
+
+
+def submission(*extra):
+    """A namespace like a student's notebook: both references, exec'd as submission code
+    (so they are not flagged as borrowed), then ``extra`` sources exec'd over them."""
+    ns = {"__name__": "__submission__"}
+    exec(compile(ATTENTION_SOURCE, "attention_submission.py", "exec"), ns)
+    exec(compile(TRAINING_SOURCE, "training_submission.py", "exec"), ns)
+    for source in extra:
+        exec(compile(textwrap.dedent(source), "training_extra.py", "exec"), ns)
+    return ns
+
+
+# --- the reference ------------------------------------------------------------------------
+
+
+def test_reference_configuration_has_27253_parameters():
+    config = tr.ModelConfig()                      # d 32, 4 heads, 2 layers, d_ff 128, 13 rows
+    params = tr.init_params(config, np.random.default_rng(0))
+    assert sum(v.size for v in params.values()) == 27_253
+    assert tr.model_param_count(21, 32, 2, 13, 128) == 27_253
+    assert tr.model_param_count(21, 32, 2, 13) == 27_253          # d_ff defaults to 4 d
+
+
+def test_initialisation_scales():
+    params = tr.init_params(tr.ModelConfig(d=64, d_ff=256), np.random.default_rng(0))
+    assert params["embedding"].std() == pytest.approx(0.1, rel=0.1)
+    assert params["positions"].std() == pytest.approx(0.1, rel=0.15)
+    assert params["block0.W_Q"].std() == pytest.approx(1 / 8, rel=0.05)      # 1/sqrt(fan_in)
+    assert params["block1.W2"].std() == pytest.approx(1 / 16, rel=0.05)      # fan_in 256
+    assert np.all(params["block0.ln1_gamma"] == 1) and np.all(params["block0.b1"] == 0)
+
+
+def test_batch_layout_copy_and_sort():
+    L, B = 5, 64
+    inputs, targets, mask = tr.make_batch("sort", L, B, np.random.default_rng(0))
+    assert inputs.shape == targets.shape == mask.shape == (B, 2 * L)
+    sequence = np.concatenate([inputs[:, :1], targets], axis=1)
+    assert np.array_equal(inputs[:, 1:], targets[:, :-1])
+    assert np.all(sequence[:, L] == tr.SEP)
+    assert np.array_equal(sequence[:, L + 1:], np.sort(sequence[:, :L], axis=1))
+    assert mask.dtype == bool and mask.tolist() == [[False] * L + [True] * L] * B
+    inputs, targets, _ = tr.make_batch("copy", L, B, np.random.default_rng(1))
+    assert np.array_equal(targets[:, L:], inputs[:, :L])
+    assert inputs[:, :L].max() < tr.N_SYMBOLS and inputs[:, :L].min() >= 0
+    with pytest.raises(ValueError):
+        tr.make_batch("reverse", L, B, np.random.default_rng(0))
+
+
+def test_masked_cross_entropy_by_hand():
+    logits = np.log(np.array([[[1.0, 3.0], [1.0, 1.0]]]))      # p = (0.25, 0.75) and (0.5, 0.5)
+    loss, dlogits = tr.masked_cross_entropy(logits, np.array([[1, 0]]), np.array([[True, False]]))
+    assert loss == pytest.approx(-math.log(0.75))
+    assert np.allclose(dlogits[0, 0], [0.25, -0.25]) and np.all(dlogits[0, 1] == 0)
+
+
+def _whole_model_gradient_errors(pre_ln, eps, seed=1):
+    config = tr.ModelConfig(d=16, n_heads=4, n_layers=2, d_ff=64, max_len=9, pre_ln=pre_ln)
+    rng = np.random.default_rng(seed)
+    params = tr.init_params(config, rng)
+    inputs, targets, mask = tr.make_batch("sort", 4, 3, rng)
+    ops = tr.reference_ops()
+    logits, cache = tr.model_forward(params, inputs, config, ops)
+    _, dlogits = tr.masked_cross_entropy(logits, targets, mask)
+    grads = tr.model_backward(dlogits, cache, ops)
+    worst = 0.0
+    for n, (name, value) in enumerate(params.items()):
+        flat = np.random.default_rng(n).choice(value.size, size=min(value.size, 25), replace=False)
+        indices = [np.unravel_index(f, value.shape) for f in flat]
+
+        def loss(v, name=name):
+            out, _ = tr.model_forward(dict(params, **{name: v}), inputs, config, ops)
+            return tr.masked_cross_entropy(out, targets, mask)[0]
+
+        numeric = np.empty(len(indices))
+        for k, i in enumerate(indices):
+            plus, minus = value.copy(), value.copy()
+            plus[i] += eps
+            minus[i] -= eps
+            numeric[k] = (loss(plus) - loss(minus)) / (2 * eps)
+        analytic = np.array([grads[name][i] for i in indices])
+        scale = np.maximum(np.abs(analytic), np.abs(numeric))
+        keep = scale > 1e-6
+        if keep.any():
+            worst = max(worst, float(np.max(np.abs(analytic - numeric)[keep] / scale[keep])))
+    return worst
+
+
+@pytest.mark.parametrize("pre_ln", [True, False], ids=["pre-LN", "post-LN"])
+def test_whole_model_gradient_check_d16_two_layers(pre_ln):
+    """Central differences at eps = 1e-6, float64, relative error over coordinates whose
+    gradient exceeds 1e-6 (SPEC section 2): the lesson saw 2.56e-6 and 4.90e-5."""
+    assert _whole_model_gradient_errors(pre_ln, 1e-6) < 1e-4
+
+
+def test_gradient_check_gets_worse_with_large_eps_pre_ln():
+    """Trap 8: at eps = 1e-4 central differences cross ReLU kinks in the pre-LN model."""
+    assert _whole_model_gradient_errors(True, 1e-4) > 10 * _whole_model_gradient_errors(True, 1e-6)
+
+
+def test_adam_step_by_hand():
+    params = {"w": np.array([1.0, -1.0]), "b": np.array([[0.5]], dtype=np.float32)}
+    grads = {"w": np.array([0.5, 2.0]), "b": np.array([[-1.0]], dtype=np.float32)}
+    new, state = tr.adam_step(params, grads, tr.adam_init(params), lr=0.1)
+    # t = 1: m_hat = g, v_hat = g^2, the step is lr * g / (|g| + eps)
+    assert np.allclose(new["w"], [1.0 - 0.1 * 0.5 / (0.5 + 1e-8), -1.0 - 0.1 * 2.0 / (2.0 + 1e-8)],
+                       rtol=0, atol=1e-12)
+    assert new["b"].dtype == np.float32 and np.allclose(new["b"], [[0.6]])
+    assert state["t"] == 1 and np.allclose(state["m"]["w"], [0.05, 0.2])
+    assert np.allclose(state["v"]["w"], [0.00025, 0.004])
+    assert params["w"].tolist() == [1.0, -1.0]                      # inputs untouched
+    new2, state2 = tr.adam_step(new, {"w": np.array([-0.5, 2.0]), "b": grads["b"]}, state, lr=0.1)
+    m = 0.9 * 0.05 - 0.1 * 0.5
+    v = 0.999 * 0.00025 + 0.001 * 0.25
+    expected = new["w"][0] - 0.1 * (m / (1 - 0.81)) / (math.sqrt(v / (1 - 0.999 ** 2)) + 1e-8)
+    assert new2["w"][0] == pytest.approx(expected, abs=1e-12) and state2["t"] == 2
+
+
+def test_training_is_deterministic_given_a_seed():
+    ops = tr.fast_ops()
+    a = tr.train("sort", 3, 7, ops, steps=25, eval_size=20)
+    b = tr.train("sort", 3, 7, ops, steps=25, eval_size=20)
+    c = tr.train("sort", 3, 8, ops, steps=25, eval_size=20)
+    assert np.array_equal(a["losses"], b["losses"])
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in a["params"])
+    assert not np.array_equal(a["losses"], c["losses"])
+
+
+@pytest.mark.parametrize("config", [dict(), dict(pre_ln=False), dict(positions=False, scale=False)],
+                         ids=["pre-LN", "post-LN", "no positions, no scaling"])
+def test_kv_cache_generation_matches_plain_greedy(config):
+    config = tr.ModelConfig(**config)
+    params = tr.init_params(config, np.random.default_rng(3))
+    prompts = tr.make_batch("copy", 6, 40, np.random.default_rng(4))[0][:, :7]
+    ops = tr.reference_ops()
+    tokens, logits = tr.greedy_generate(params, prompts, 6, config, ops)
+    cached_tokens, cached_logits = tr.generate_with_cache(params, prompts, 6, config, ops)
+    assert np.array_equal(tokens, cached_tokens)
+    assert np.max(np.abs(logits - cached_logits)) < 1e-12
+
+
+def test_fast_kernels_equal_the_plain_reference_in_float64():
+    plain, fast = tr.reference_ops(), tr.fast_ops()
+    for pre_ln, scale in ((True, True), (False, False)):
+        config = tr.ModelConfig(pre_ln=pre_ln, scale=scale)
+        params = tr.init_params(config, np.random.default_rng(0))
+        inputs, targets, mask = tr.make_batch("sort", 6, 8, np.random.default_rng(1))
+        out = []
+        for ops in (plain, fast):
+            logits, cache = ops.model_forward(params, inputs, config, ops)
+            loss, dlogits = ops.masked_cross_entropy(logits, targets, mask)
+            out.append((logits, loss, ops.model_backward(dlogits, cache, ops)))
+        assert np.max(np.abs(out[0][0] - out[1][0])) < 1e-12
+        assert out[0][1] == pytest.approx(out[1][1], abs=1e-12)
+        assert max(np.max(np.abs(out[0][2][k] - out[1][2][k])) for k in params) < 1e-12
+    state = tr.adam_init(params)
+    grads = {k: np.full(v.shape, 0.3) for k, v in params.items()}
+    a, _ = tr.adam_step(params, grads, state)
+    b, _ = tr.fast_adam_step(params, grads, state)
+    assert max(np.max(np.abs(a[k] - b[k])) for k in params) < 1e-15
+
+
+@pytest.mark.parametrize("name", ["layer_norm_forward", "layer_norm_backward",
+                                  "attention_forward", "attention_backward"])
+def test_fast_kernels_pass_the_attention_graders(name):
+    """The fast kernels keep the contract of SPEC section 1: the attention graders give them
+    full marks (exec'd as submission code, under the SPEC names)."""
+    from grader_tests.core import grade_function as grade_attention
+
+    ns = submission("""
+        layer_norm_forward, layer_norm_backward = fast_layer_norm_forward, fast_layer_norm_backward
+        attention_forward, attention_backward = fast_attention_forward, fast_attention_backward
+    """)
+    result = grade_attention(name, ns)
+    failed = [(c.name, c.fault, c.message) for c in result.checks if not c.passed]
+    assert failed == [] and result.score == result.max_score
+
+
+def test_run_experiments_in_processes_equals_direct_training():
+    jobs = [dict(task="copy", L=3, seed=1, steps=20, eval_size=10),
+            dict(task="sort", L=2, seed=2, steps=15, eval_size=10)]
+    results = tr.run_experiments(jobs, tr.fast_ops, workers=2, progress=False)
+    for job, result in zip(jobs, results):
+        direct = tr.train(ops=tr.fast_ops(), **job)
+        assert np.array_equal(result["losses"], direct["losses"])
+        assert result["token_acc"] == direct["token_acc"]
+
+
+def test_attention_cost_fits_a_slope():
+    cost = tr.attention_cost(attention_ref.scaled_dot_product_attention, attention_ref.causal_mask,
+                             T_values=(64, 256), d_k=16, repeats=1)
+    assert cost["matrix_bytes"] == [64 * 64 * 8, 256 * 256 * 8]
+    assert cost["peak_bytes"][1] > 4 * cost["peak_bytes"][0]          # grows faster than T
+    assert 1.0 < cost["memory_slope"] < 2.5
+
+
+# --- the graders ----------------------------------------------------------------------------
+
+
+def test_points_sum_to_100_and_every_name_has_checks():
+    assert sum(POINTS_TRAINING.values()) == 100
+    for name in POINTS_TRAINING:
+        assert len(CHECKS[name]) >= 2, name
+
+
+def test_reference_gets_full_marks():
+    ns = submission()
+    for name in POINTS_TRAINING:
+        result = grade_function(name, ns)
+        failed = [(c.name, c.fault, c.message) for c in result.checks if not c.passed]
+        assert failed == [], name
+        assert result.score == POINTS_TRAINING[name]
+
+
+def test_reference_module_itself_is_flagged_as_borrowed():
+    result = grade_function("adam_step", dict(vars(tr)))
+    assert result.score == 0 and {c.fault for c in result.checks} == {"tampering"}
+
+
+def test_stubs_score_zero_without_crashing():
+    stubs = "\n".join(f"def {name}(*args, **kwargs):\n    raise NotImplementedError()\n"
+                      for name in POINTS_TRAINING)
+    ns = submission(stubs)
+    for name in POINTS_TRAINING:
+        result = grade_function(name, ns)
+        assert result.score == 0 and {c.fault for c in result.checks} == {"not-implemented"}
+
+
+# One bug each: (name, source appended to the reference, fault that must be reported).
+BUGGY = {
+    "targets not shifted": ("make_batch", """
+        _mb = make_batch
+        def make_batch(task, L, batch_size, rng):
+            inputs, targets, mask = _mb(task, L, batch_size, rng)
+            return inputs, inputs.copy(), mask
+    """, "other"),
+    "loss mask includes the SEP prediction": ("make_batch", """
+        _mb = make_batch
+        def make_batch(task, L, batch_size, rng):
+            inputs, targets, mask = _mb(task, L, batch_size, rng)
+            mask = mask.copy()
+            mask[:, L - 1] = True
+            return inputs, targets, mask
+    """, "other"),
+    "loss mask inverted": ("make_batch", """
+        _mb = make_batch
+        def make_batch(task, L, batch_size, rng):
+            inputs, targets, mask = _mb(task, L, batch_size, rng)
+            return inputs, targets, ~mask
+    """, "mask-inverted"),
+    "sort descending": ("make_batch", """
+        def make_batch(task, L, batch_size, rng):
+            source = rng.integers(0, N_SYMBOLS, size=(batch_size, L))
+            answer = source if task == "copy" else -np.sort(-source, axis=1)
+            if task not in TASKS:
+                raise ValueError(task)
+            seq = np.concatenate([source, np.full((batch_size, 1), SEP), answer], axis=1)
+            mask = np.zeros((batch_size, 2 * L), bool)
+            mask[:, L:] = True
+            return seq[:, :-1], seq[:, 1:], mask
+    """, "other"),
+    "symbols without repeats": ("make_batch", """
+        def make_batch(task, L, batch_size, rng):
+            if task not in TASKS:
+                raise ValueError(task)
+            source = np.stack([rng.permutation(N_SYMBOLS)[:L] for _ in range(batch_size)])
+            answer = source if task == "copy" else np.sort(source, axis=1)
+            seq = np.concatenate([source, np.full((batch_size, 1), SEP), answer], axis=1)
+            mask = np.zeros((batch_size, 2 * L), bool)
+            mask[:, L:] = True
+            return seq[:, :-1], seq[:, 1:], mask
+    """, "other"),
+    "loss over every position": ("masked_cross_entropy", """
+        _ce = masked_cross_entropy
+        def masked_cross_entropy(logits, targets, loss_mask):
+            return _ce(logits, targets, np.ones_like(loss_mask, dtype=bool))
+    """, "other"),
+    "loss divided by B*T": ("masked_cross_entropy", """
+        _ce = masked_cross_entropy
+        def masked_cross_entropy(logits, targets, loss_mask):
+            loss, d = _ce(logits, targets, loss_mask)
+            n = loss_mask.sum()
+            return loss * n / loss_mask.size, d * n / loss_mask.size
+    """, "other"),
+    "loss without max subtraction": ("masked_cross_entropy", """
+        def masked_cross_entropy(logits, targets, loss_mask):
+            p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+            n = loss_mask.sum()
+            picked = np.take_along_axis(p, targets[..., None], -1)[..., 0]
+            onehot = np.eye(logits.shape[-1], dtype=logits.dtype)[targets]
+            return float(-np.log(picked[loss_mask]).sum() / n), (p - onehot) * loss_mask[..., None] / n
+    """, "unstable-softmax"),
+    "loss gradient upcast to float64": ("masked_cross_entropy", """
+        _ce = masked_cross_entropy
+        def masked_cross_entropy(logits, targets, loss_mask):
+            loss, d = _ce(logits.astype(np.float64), targets, loss_mask)
+            return loss, d
+    """, "dtype-changed"),
+    "pre-LN: residual gradient of x1 dropped": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            if not cache["pre_ln"]:
+                return _reference_block_backward(dy, cache, ops)
+            grads = {}
+            u, pre, hidden = cache["ffn_in"], cache["ffn_pre"], cache["ffn_hidden"]
+            d, d_ff = u.shape[-1], hidden.shape[-1]
+            df = dy.reshape(-1, d)
+            grads["W2"], grads["b2"] = hidden.reshape(-1, d_ff).T @ df, df.sum(0)
+            dpre = (df @ cache["W2"].T) * (pre.reshape(-1, d_ff) > 0)
+            grads["W1"], grads["b1"] = u.reshape(-1, d).T @ dpre, dpre.sum(0)
+            du = (dpre @ cache["W1"].T).reshape(dy.shape)
+            dx1, grads["ln2_gamma"], grads["ln2_beta"] = ops.layer_norm_backward(du, cache["ln2"])
+            da, attn = ops.attention_backward(dx1, cache["attn"])       # bug: dx1 misses + dy
+            dln1, grads["ln1_gamma"], grads["ln1_beta"] = ops.layer_norm_backward(da, cache["ln1"])
+            grads.update(attn)
+            return dx1 + dln1, grads
+    """, "other"),
+    "ReLU mask missing": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            everything_positive = dict(cache, ffn_pre=np.abs(cache["ffn_pre"]) + 1.0)
+            return _reference_block_backward(dy, everything_positive, ops)
+    """, "weight-grad-wrong"),
+    "bias gradients summed over the batch axis only": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            dx, grads = _reference_block_backward(dy, cache, ops)
+            grads = dict(grads)
+            grads["b2"] = np.broadcast_to(grads["b2"] / dy.shape[1], dy.shape[1:]).copy()
+            return dx, grads
+    """, "param-grad-axes"),
+    "W1 gradient transposed": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            dx, grads = _reference_block_backward(dy, cache, ops)
+            return dx, dict(grads, W1=grads["W1"].T.copy())
+    """, "weight-grad-wrong"),
+    "dy modified in place": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            dx, grads = _reference_block_backward(dy, cache, ops)
+            dy *= 1.0
+            dy += 0.0
+            dy[...] = 0.0
+            return dx, grads
+    """, "input-mutated"),
+    "Adam without bias correction": ("adam_step", """
+        def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+            t = state["t"] + 1
+            out, m_new, v_new = {}, {}, {}
+            for k, p in params.items():
+                m = beta1 * state["m"][k] + (1 - beta1) * grads[k]
+                v = beta2 * state["v"][k] + (1 - beta2) * grads[k] ** 2
+                out[k], m_new[k], v_new[k] = p - lr * m / (np.sqrt(v) + eps), m, v
+            return out, {"t": t, "m": m_new, "v": v_new}
+    """, "other"),
+    "Adam updates in place": ("adam_step", """
+        _as = adam_step
+        def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+            new, st = _as(params, grads, state, lr, beta1, beta2, eps)
+            for k in params:
+                params[k][...] = new[k]
+            return params, st
+    """, "input-mutated"),
+    "Adam upcasts float32": ("adam_step", """
+        _as = adam_step
+        def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+            new, st = _as(params, grads, state, lr, beta1, beta2, eps)
+            return {k: v.astype(np.float64) for k, v in new.items()}, st
+    """, "dtype-changed"),
+    "greedy reads position 0": ("greedy_generate", """
+        def greedy_generate(params, prompts, n_new, config, ops):
+            seq = np.array(prompts, dtype=np.int64)
+            out, logs = [], []
+            for _ in range(n_new):
+                logits, _ = ops.model_forward(params, seq, config, ops)
+                logs.append(logits[:, 0])
+                nxt = np.argmax(logits[:, 0], -1)
+                out.append(nxt)
+                seq = np.concatenate([seq, nxt[:, None]], 1)
+            return np.stack(out, 1), np.stack(logs, 1)
+    """, "other"),
+    "greedy without feeding back its tokens": ("greedy_generate", """
+        def greedy_generate(params, prompts, n_new, config, ops):
+            seq = np.array(prompts, dtype=np.int64)
+            padded = np.concatenate([seq, np.zeros((seq.shape[0], n_new - 1), np.int64)], 1)
+            logits, _ = ops.model_forward(params, padded, config, ops)
+            chosen = logits[:, seq.shape[1] - 1:]
+            return np.argmax(chosen, -1), chosen
+    """, "other"),
+    "accuracies swapped": ("answer_accuracy", """
+        _aa = answer_accuracy
+        def answer_accuracy(generated, expected):
+            a, b = _aa(generated, expected)
+            return b, a
+    """, "other"),
+    "count without b_out": ("model_param_count", """
+        _mc = model_param_count
+        def model_param_count(vocab_size, d, n_layers, max_len, d_ff=None):
+            return _mc(vocab_size, d, n_layers, max_len, d_ff) - vocab_size
+    """, "param-count"),
+    "count ignores d_ff": ("model_param_count", """
+        _mc = model_param_count
+        def model_param_count(vocab_size, d, n_layers, max_len, d_ff=None):
+            return _mc(vocab_size, d, n_layers, max_len)
+    """, "param-count"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BUGGY))
+def test_each_bug_is_caught_with_its_fault(case):
+    name, source, fault = BUGGY[case]
+    assert fault in FAULTS
+    ns = submission("_reference_block_backward = block_backward", source)
+    result = grade_function(name, ns)
+    faults = {c.fault for c in result.checks if not c.passed}
+    assert result.score < result.max_score, case
+    assert fault in faults, (case, [(c.name, c.fault, c.message) for c in result.checks
+                                    if not c.passed])
+
+
+CORRECT = {
+    "loss with logsumexp written out": ("masked_cross_entropy", """
+        def masked_cross_entropy(logits, targets, loss_mask):
+            m = logits.max(-1, keepdims=True)
+            lse = m + np.log(np.exp(logits - m).sum(-1, keepdims=True))
+            logp = logits - lse
+            n = int(np.count_nonzero(loss_mask))
+            if n == 0:
+                raise ValueError("empty mask")
+            rows, cols = np.nonzero(loss_mask)
+            loss = -logp[rows, cols, targets[rows, cols]].sum() / n
+            d = np.zeros_like(logits)
+            d[rows, cols] = np.exp(logp[rows, cols])
+            d[rows, cols, targets[rows, cols]] -= 1
+            return float(loss), d / np.asarray(n, dtype=logits.dtype)
+    """),
+    "greedy with the KV cache": ("greedy_generate", """
+        greedy_generate = generate_with_cache
+    """),
+    "block backward, fast kernel": ("block_backward", """
+        block_backward = fast_block_backward
+    """),
+    "Adam, fast kernel": ("adam_step", """
+        adam_step = fast_adam_step
+    """),
+    "batch with rng.integers(20, ...)": ("make_batch", """
+        def make_batch(task, L, batch_size, rng):
+            if task not in ("copy", "sort"):
+                raise ValueError("task")
+            s = rng.integers(20, size=(batch_size, L))
+            a = np.sort(s, 1) if task == "sort" else s
+            seq = np.hstack([s, np.full((batch_size, 1), 20), a])
+            return seq[:, :-1], seq[:, 1:], np.arange(2 * L)[None].repeat(batch_size, 0) >= L
+    """),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRECT))
+def test_differently_written_correct_implementations_get_full_marks(case):
+    name, source = CORRECT[case]
+    result = grade_function(name, submission(source))
+    assert [(c.name, c.message) for c in result.checks if not c.passed] == []
+
+
+def test_checks_stay_well_inside_their_time_limit():
+    ns = submission()
+    for name in POINTS_TRAINING:
+        assert grade_function(name, ns).seconds < CHECK_TIME_LIMIT * len(CHECKS[name]) / 4
+
+
+# --- the notebook ---------------------------------------------------------------------------
+
+
+def test_notebook_is_current():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_training_notebook.py"),
+                             "--check"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def test_notebook_structure():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.cells[0].id == "gate" and nb.cells[0].cell_type == "code"
+    graded = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells
+              if c.metadata.nbgrader.get("grade")}
+    assert graded == {grade_id(n): p for n, p in POINTS_TRAINING.items()}
+    for cell in nb.cells:
+        meta = cell.metadata.nbgrader
+        assert meta["schema_version"] == 3
+        if cell.cell_type != "code" or cell.id == "gate":
+            continue
+        if meta["grade"]:
+            assert "### BEGIN HIDDEN TESTS" in cell.source
+        elif meta["solution"]:
+            assert cell.source.count("### BEGIN SOLUTION") == 1
+        else:  # every locked code cell after the gate starts with the gate's check
+            first = [line for line in cell.source.split("\n") if not line.startswith('"""')][0]
+            assert first == "require_gate()", cell.id
+    for name in POINTS_TRAINING:
+        solution = next(c for c in nb.cells if c.id == f"{name}_solution")
+        assert solution.source == inspect.getsource(getattr(tr, name)).rstrip("\n")
+
+
+# --- the gate -------------------------------------------------------------------------------
+
+
+def gate_source():
+    return nbformat.read(NOTEBOOK, as_version=4).cells[0].source
+
+
+def make_course(tmp_path, edit=None):
+    """tmp/attention/attention.ipynb (the instructor's, optionally edited) and tmp/training."""
+    nb = nbformat.read(ATTENTION_NOTEBOOK, as_version=4)
+    if edit:
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") in edit:
+                cell.source = edit[cell.metadata.nbgrader["grade_id"]](cell.source)
+    (tmp_path / "attention").mkdir()
+    nbformat.write(nb, tmp_path / "attention" / "attention.ipynb")
+    (tmp_path / "training").mkdir()
+    return tmp_path / "training"
+
+
+def run_gate(namespace=None):
+    namespace = {"__name__": "__main__"} if namespace is None else namespace
+    exec(compile(gate_source(), "gate", "exec"), namespace)
+    return namespace
+
+
+def test_gate_opens_on_working_functions(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(make_course(tmp_path))
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    ns = run_gate()
+    assert "Gate open" in capsys.readouterr().out
+    ns["require_gate"]()
+    for name in attention_ref.SPEC_FUNCTIONS:
+        assert callable(ns[name])
+    x = np.array([[0.0, math.log(3.0)]])
+    assert np.allclose(ns["softmax"](x), [[0.25, 0.75]])
+
+
+def test_gate_closes_and_names_the_failing_function(tmp_path, monkeypatch):
+    def drop_mean_term(src):
+        assert "- dxhat.mean(axis=-1, keepdims=True)" in src
+        return src.replace("- dxhat.mean(axis=-1, keepdims=True)", "")
+
+    broken = {"layer_norm_backward_solution": drop_mean_term}
+    monkeypatch.chdir(make_course(tmp_path, broken))
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    ns = {"__name__": "__main__"}
+    with pytest.raises(Exception) as info:
+        run_gate(ns)
+    assert type(info.value).__name__ == "GateClosed"
+    message = str(info.value)
+    assert "layer_norm_backward" in message and "1 of 15" in message
+    with pytest.raises(Exception, match="run the first cell"):  # later cells stop too
+        ns["require_gate"]()
+
+
+def test_gate_refuses_an_edited_visible_test(tmp_path, monkeypatch):
+    weakened = {"softmax_visible_test": lambda src: 'print("softmax: visible checks passed")'}
+    monkeypatch.chdir(make_course(tmp_path, weakened))
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    with pytest.raises(Exception, match="softmax_visible_test"):
+        run_gate()
+
+
+def test_gate_cannot_be_skipped_by_redefining_a_function(tmp_path, monkeypatch):
+    monkeypatch.chdir(make_course(tmp_path))
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    ns = run_gate()
+    ns["softmax"] = lambda scores, axis=-1: scores       # a later cell redefines it
+    with pytest.raises(Exception, match="softmax changed after the gate"):
+        ns["require_gate"]()
+
+
+def test_gate_without_a_notebook_explains_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "nowhere" / "attention.ipynb"))
+    with pytest.raises(Exception, match="could not find your attention notebook"):
+        run_gate()
+
+
+def test_gate_falls_back_to_the_reference_on_the_instructors_side(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)                            # no ../attention here
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    ns = run_gate()
+    assert "reference solution of the kit" in capsys.readouterr().out
+    assert ns["softmax"] is attention_ref.softmax
+
+
+# --- the unlock command ----------------------------------------------------------------------
+
+
+def make_gradebook(path, scores):
+    """An nbgrader gradebook with assignment `attention` (two grade cells, 60 + 40 points)
+    and one student per entry of ``scores``: None = no submission, (a, b) = the two cells'
+    auto scores (None: submitted, not graded)."""
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+    from nbgrader.api import Gradebook
+
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{path}") as gb:
+        warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's own session use
+        if not any(a.name == "attention" for a in gb.assignments):
+            gb.add_assignment("attention")
+            gb.add_notebook("attention", "attention")
+            gb.add_grade_cell("part_a", "attention", "attention", max_score=60, cell_type="code")
+            gb.add_grade_cell("part_b", "attention", "attention", max_score=40, cell_type="code")
+        for student, pair in scores.items():
+            gb.update_or_create_student(student)
+            if pair is None:
+                continue
+            try:
+                gb.find_submission("attention", student)
+            except Exception:
+                gb.add_submission("attention", student)
+            for cell, score in zip(("part_a", "part_b"), pair):
+                grade = gb.find_grade(cell, "attention", "attention", student)
+                grade.auto_score = score
+                grade.needs_manual_grade = score is None
+        gb.db.commit()
+
+
+def run_unlock(tmp_path, *args):
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
+                           "--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
+                           str(tmp_path), *args], capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_unlock_releases_exactly_the_passing_students_once(tmp_path):
+    release = tmp_path / "release" / "training"
+    release.mkdir(parents=True)
+    shutil.copy(NOTEBOOK, release / "training.ipynb")
+    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40), "bo": (60, 30), "cy": None,
+                                               "di": (None, None)})
+    first = run_unlock(tmp_path)
+    assert first.returncode == 0, first.stderr
+    unlocked = tmp_path / "unlocked"
+    assert sorted(p.name for p in unlocked.iterdir() if p.is_dir()) == ["ada"]
+    assert (unlocked / "ada" / "training" / "training.ipynb").read_bytes() == NOTEBOOK.read_bytes()
+    assert "bo " in first.stdout and "needs 100" in first.stdout
+    assert "no attention submission" in first.stdout and "not graded yet" in first.stdout
+    ledger = json.loads((unlocked / "unlocked.json").read_text())
+    assert list(ledger["students"]) == ["ada"] and ledger["students"]["ada"]["attention_score"] == 100
+
+    (unlocked / "ada" / "training" / "marker.txt").write_text("the student's own work")
+    second = run_unlock(tmp_path)                         # nothing new: nobody released twice
+    assert "unlocked now (0)" in second.stdout and "already unlocked" in second.stdout
+    assert (unlocked / "ada" / "training" / "marker.txt").exists()
+    assert json.loads((unlocked / "unlocked.json").read_text()) == ledger
+
+    make_gradebook(tmp_path / "gradebook.db", {"bo": (60, 40)})   # bo's regrade arrives
+    third = run_unlock(tmp_path)
+    assert "unlocked now (1)" in third.stdout and "bo" in third.stdout.split("already")[0]
+    assert sorted(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada", "bo"]
+
+
+def test_unlock_threshold_and_dry_run(tmp_path):
+    release = tmp_path / "release" / "training"
+    release.mkdir(parents=True)
+    (release / "training.ipynb").write_text("{}")
+    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40), "bo": (60, 30), "cy": (50, 10)})
+    dry = run_unlock(tmp_path, "--threshold", "90%", "--dry-run")
+    assert "would unlock now (2)" in dry.stdout and not (tmp_path / "unlocked").exists()
+    points = run_unlock(tmp_path, "--threshold", "60")
+    assert "unlocked now (3)" in points.stdout
+    assert run_unlock(tmp_path, "--threshold", "lots").returncode == 2
+
+
+def test_unlock_needs_a_release(tmp_path):
+    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40)})
+    result = run_unlock(tmp_path)
+    assert result.returncode == 2 and "generate_assignment training" in result.stderr

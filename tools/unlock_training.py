@@ -1,0 +1,277 @@
+#!/usr/bin/env python
+"""The instructor's gate: release assignment `training` to the students who passed `attention`.
+
+nbgrader releases an assignment to the whole class at once; this command releases
+`training` student by student. It reads every student's `attention` score from nbgrader's
+gradebook and, for each student whose score meets the threshold (default: full marks),
+copies the released notebook folder ``release/training/`` to
+``unlocked/<student>/training/`` and records the release in ``unlocked/unlocked.json``.
+The instructor hands each ``unlocked/<student>/`` folder to its student (the course's
+learning platform, a per-student repository, a shared drive); the student puts the
+``training`` folder next to their ``attention`` folder, where the notebook's first cell
+finds their attention functions.
+
+It prints who is unlocked and who is not, and why (no `attention` submission, not graded
+yet, cells waiting for manual grading, score below the threshold). It can be re-run as new
+grades arrive: a student already recorded in the ledger is never released twice (their
+folder is left as it is, even if the release changed since; ``--dry-run`` shows what would
+happen without writing anything).
+
+Usage, from the course root (the repository root)::
+
+    python tools/unlock_training.py                      # threshold: full marks
+    python tools/unlock_training.py --threshold 90       # at least 90 points
+    python tools/unlock_training.py --threshold 95%      # at least 95 % of the maximum
+    python tools/unlock_training.py --db sqlite:////path/gradebook.db --dry-run
+
+The gradebook URL and the course root come from ``nbgrader_config.py`` (``CourseDirectory.
+db_url`` and ``CourseDirectory.root``) unless ``--db`` / ``--root`` are given. The exit
+status is 0 when the command ran (whoever was unlocked), 2 when the gradebook or the
+release folder cannot be used.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+GATE_ASSIGNMENT = "attention"
+ASSIGNMENT = "training"
+LEDGER = "unlocked.json"
+
+
+def alembic_on_path():
+    """nbgrader's ``Gradebook`` runs the ``alembic`` command found on PATH; when Python runs
+    from a virtual environment that was not activated, put that environment's ``bin`` first."""
+    bin_dir = str(Path(sys.executable).parent)
+    if shutil.which("alembic") is None and (Path(bin_dir) / "alembic").exists():
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+def course_settings(config_dir):
+    """``(db_url, root)`` from ``nbgrader_config.py`` in ``config_dir`` (either may be None)."""
+    path = Path(config_dir) / "nbgrader_config.py"
+    if not path.is_file():
+        return None, None
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+    course = config.get("CourseDirectory", {})
+    return course.get("db_url"), course.get("root")
+
+
+def parse_threshold(text):
+    """``("full", None)``, ``("points", x)`` or ``("percent", x)`` from the CLI text.
+
+    Raises:
+        ValueError: for anything else, or a negative number.
+    """
+    text = str(text).strip().lower()
+    if text in ("full", "max", "100%"):
+        return ("full", None)
+    if text.endswith("%"):
+        value = float(text[:-1])
+        kind = "percent"
+    else:
+        value = float(text)
+        kind = "points"
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"threshold must be 'full', a number of points or a percentage: {text!r}")
+    return (kind, value)
+
+
+def required_score(threshold, max_score):
+    """Points needed out of ``max_score`` for a ``parse_threshold`` value."""
+    kind, value = threshold
+    if kind == "full":
+        return float(max_score)
+    if kind == "percent":
+        return float(max_score) * value / 100.0
+    return float(value)
+
+
+def describe_threshold(threshold, max_score):
+    kind, value = threshold
+    need = required_score(threshold, max_score)
+    if kind == "full":
+        return f"full marks ({need:g} / {max_score:g})"
+    if kind == "percent":
+        return f"{value:g} % of {max_score:g} = {need:g} points"
+    return f"{need:g} / {max_score:g} points"
+
+
+def decide(gradebook, threshold):
+    """Every student of the gradebook with a verdict.
+
+    Returns:
+        list of dicts ``{"student", "eligible" (bool), "score", "max_score", "reason"}``,
+        sorted by student id.
+
+    Raises:
+        LookupError: if the gradebook has no assignment `attention`.
+    """
+    from nbgrader.api import MissingEntry
+
+    try:
+        assignment = gradebook.find_assignment(GATE_ASSIGNMENT)
+    except MissingEntry:
+        raise LookupError(f"the gradebook has no assignment {GATE_ASSIGNMENT!r}: release and "
+                          f"autograde it first") from None
+    max_score = float(assignment.max_score)
+    need = required_score(threshold, max_score)
+    verdicts = []
+    for student in sorted(gradebook.students, key=lambda s: s.id):
+        entry = {"student": student.id, "eligible": False, "score": None,
+                 "max_score": max_score}
+        try:
+            submission = gradebook.find_submission(GATE_ASSIGNMENT, student.id)
+        except MissingEntry:
+            entry["reason"] = f"no {GATE_ASSIGNMENT} submission in the gradebook"
+            verdicts.append(entry)
+            continue
+        score = float(submission.score)
+        entry["score"] = score
+        autograded = any(grade.auto_score is not None or grade.manual_score is not None
+                         for notebook in submission.notebooks for grade in notebook.grades)
+        if not autograded:
+            entry["reason"] = f"{GATE_ASSIGNMENT} submitted but not graded yet"
+        elif submission.needs_manual_grade:
+            entry["reason"] = (f"{GATE_ASSIGNMENT} has cells waiting for manual grading "
+                               f"(score so far {score:g} / {max_score:g})")
+        elif score + 1e-9 >= need:
+            entry["eligible"] = True
+            entry["reason"] = f"{GATE_ASSIGNMENT} scored {score:g} / {max_score:g}"
+        else:
+            entry["reason"] = (f"{GATE_ASSIGNMENT} scored {score:g} / {max_score:g}, needs "
+                               f"{need:g}")
+        verdicts.append(entry)
+    return verdicts
+
+
+def load_ledger(path):
+    """The ledger ``{"assignment": ..., "students": {id: record}}`` (empty if absent)."""
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.setdefault("students", {})
+        return data
+    return {"assignment": ASSIGNMENT, "students": {}}
+
+
+def save_ledger(path, ledger):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=None):
+    """Release `training` to every eligible student not released to before.
+
+    Args:
+        gradebook: an open ``nbgrader.api.Gradebook``.
+        release_dir: Path of ``release/training``.
+        unlocked_dir: Path of ``unlocked`` (one folder per student, plus the ledger).
+        threshold: a ``parse_threshold`` value.
+        dry_run: report only, write nothing.
+        now: ISO timestamp to record (default: the current UTC time).
+
+    Returns:
+        ``(newly, already, locked)``: lists of verdict dicts (see ``decide``).
+    """
+    verdicts = decide(gradebook, threshold)
+    ledger_path = unlocked_dir / LEDGER
+    ledger = load_ledger(ledger_path)
+    now = now or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    newly, already, locked = [], [], []
+    for verdict in verdicts:
+        student = verdict["student"]
+        if student in ledger["students"]:
+            already.append(verdict)
+        elif verdict["eligible"]:
+            newly.append(verdict)
+            if not dry_run:
+                target = unlocked_dir / student / ASSIGNMENT
+                if target.exists():  # a folder left by an interrupted run: replace it
+                    shutil.rmtree(target)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(release_dir, target,
+                                ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+                ledger["students"][student] = {
+                    "unlocked_at": now, "attention_score": verdict["score"],
+                    "attention_max_score": verdict["max_score"],
+                    "threshold": describe_threshold(threshold, verdict["max_score"]),
+                    "folder": str(Path(student) / ASSIGNMENT)}
+                save_ledger(ledger_path, ledger)  # after each copy: an interrupted run loses nothing
+        else:
+            locked.append(verdict)
+    return newly, already, locked
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threshold", default="full",
+                        help="'full' (default), a number of points, or a percentage like 95%%")
+    parser.add_argument("--db", help="gradebook URL (default: CourseDirectory.db_url of "
+                                     "nbgrader_config.py)")
+    parser.add_argument("--root", help="course root (default: CourseDirectory.root of "
+                                       "nbgrader_config.py, else the current directory)")
+    parser.add_argument("--release", help="folder to hand out (default: ROOT/release/training)")
+    parser.add_argument("--unlocked", help="output folder (default: ROOT/unlocked)")
+    parser.add_argument("--dry-run", action="store_true", help="report only; write nothing")
+    args = parser.parse_args(argv)
+
+    try:
+        threshold = parse_threshold(args.threshold)
+    except ValueError as exc:
+        parser.error(str(exc))
+    db_url, root = course_settings(os.getcwd())
+    db_url = args.db or db_url
+    root = Path(args.root or root or os.getcwd())
+    if not db_url:
+        print("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
+              "sets CourseDirectory.db_url", file=sys.stderr)
+        return 2
+    release_dir = Path(args.release) if args.release else root / "release" / ASSIGNMENT
+    unlocked_dir = Path(args.unlocked) if args.unlocked else root / "unlocked"
+    if not (release_dir / f"{ASSIGNMENT}.ipynb").is_file():
+        print(f"{release_dir} has no {ASSIGNMENT}.ipynb: run `nbgrader generate_assignment "
+              f"{ASSIGNMENT}` first", file=sys.stderr)
+        return 2
+
+    from nbgrader.api import Gradebook
+
+    alembic_on_path()
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+        print(f"no gradebook at {db_url}: autograde {GATE_ASSIGNMENT} first", file=sys.stderr)
+        return 2
+    try:
+        with Gradebook(db_url) as gradebook:
+            newly, already, locked = unlock(gradebook, release_dir, unlocked_dir, threshold,
+                                            dry_run=args.dry_run)
+            max_score = float(gradebook.find_assignment(GATE_ASSIGNMENT).max_score)
+    except LookupError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+
+    verb = "would unlock" if args.dry_run else "unlocked"
+    print(f"threshold: {GATE_ASSIGNMENT} at {describe_threshold(threshold, max_score)}; "
+          f"release: {release_dir}")
+    print(f"\n{verb} now ({len(newly)}):")
+    for v in newly:
+        where = unlocked_dir / v["student"] / ASSIGNMENT
+        print(f"  {v['student']:42s} {v['reason']}  ->  {where}")
+    print(f"\nalready unlocked, not released again ({len(already)}):")
+    for v in already:
+        print(f"  {v['student']:42s} {v['reason']}")
+    print(f"\nnot unlocked ({len(locked)}):")
+    for v in locked:
+        print(f"  {v['student']:42s} {v['reason']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
