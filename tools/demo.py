@@ -65,7 +65,6 @@ def child_env():
         "MKL_NUM_THREADS": "1",
         "JUPYTER_PREFER_ENV_PATH": "1",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        "MPLBACKEND": "Agg",
     })
     return env
 
@@ -93,11 +92,12 @@ def nbgrader_config(root):
     return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 
-def course_directory(root):
-    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` configures it."""
+def course_directory(root, config=None):
+    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` (or ``config``)
+    configures it."""
     from nbgrader.coursedir import CourseDirectory
 
-    return CourseDirectory(config=nbgrader_config(root))
+    return CourseDirectory(config=config or nbgrader_config(root))
 
 
 def clean(root):
@@ -151,7 +151,7 @@ def _worker_start(root):
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     config = nbgrader_config(root)
-    _api = NbGraderAPI(coursedir=course_directory(root), config=config)
+    _api = NbGraderAPI(coursedir=course_directory(root, config), config=config)
 
 
 def _worker_grade(student):
@@ -442,8 +442,6 @@ def main(argv=None):
         [sys.executable, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force"],
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     import nbgrader.apps  # noqa: F401  (the workers fork with nbgrader already imported)
-    import matplotlib.pyplot  # noqa: F401  (a first-time font-cache build logs to stderr:
-    # it happens here, not in a student's kernel, where stderr output costs points)
 
     out, _ = release.communicate()
     if release.returncode != 0:
