@@ -405,8 +405,17 @@ def main(argv=None):
     parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
     parser.add_argument("--summary-json", default=None, help="also write the summary here")
     args = parser.parse_args(argv)
-    summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
-                  args.fresh, scheduler=args.scheduler, task_time_limit=args.task_time_limit)
+    try:
+        summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
+                      args.fresh, scheduler=args.scheduler,
+                      task_time_limit=args.task_time_limit)
+    except (OSError, TimeoutError) as exc:
+        if not args.scheduler:
+            raise
+        # Nothing is lost: every student finished so far is in the log and the gradebook.
+        print(f"error: the Dask cluster at {args.scheduler}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 2
     if args.summary_json:
         with open(args.summary_json, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1)
