@@ -620,27 +620,56 @@ def test_gate_falls_back_to_the_reference_on_the_instructors_side(tmp_path, monk
 # --- the unlock command ----------------------------------------------------------------------
 
 
-def make_gradebook(path, scores):
-    """An nbgrader gradebook with assignment `attention` (two grade cells, 60 + 40 points)
-    and one student per entry of ``scores``: None = no submission, (a, b) = the two cells'
-    auto scores (None: submitted, not graded)."""
-    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+def unlock_module():
+    """tools/unlock_training.py as a module (tools/ is not an installed package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("unlock_training",
+                                                  ROOT / "tools" / "unlock_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ALEMBIC_VERSION = []
+
+
+@pytest.fixture
+def gradebooks(monkeypatch):
+    """Open nbgrader gradebooks quickly: ``Gradebook()`` runs the ``alembic heads`` command
+    every time (seconds on a loaded machine) to stamp the schema version; ask it once per
+    test session. The command must be on PATH: put this interpreter's bin first."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    import nbgrader.api
+
+    if not _ALEMBIC_VERSION:
+        _ALEMBIC_VERSION.append(nbgrader.api.get_alembic_version())
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", lambda: _ALEMBIC_VERSION[0])
+    return open_gradebook
+
+
+def open_gradebook(path):
+    """An nbgrader gradebook at ``path`` with assignment `attention` of 60 + 40 points."""
     from nbgrader.api import Gradebook
 
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{path}") as gb:
+    gb = Gradebook(f"sqlite:///{path}")
+    gb.add_assignment("attention")
+    gb.add_notebook("attention", "attention")
+    gb.add_grade_cell("part_a", "attention", "attention", max_score=60, cell_type="code")
+    gb.add_grade_cell("part_b", "attention", "attention", max_score=40, cell_type="code")
+    return gb
+
+
+def set_scores(gb, scores):
+    """One student per entry: None = no submission, (a, b) = the two cells' auto scores
+    (None, None: submitted, not graded yet)."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's own session use
-        if not any(a.name == "attention" for a in gb.assignments):
-            gb.add_assignment("attention")
-            gb.add_notebook("attention", "attention")
-            gb.add_grade_cell("part_a", "attention", "attention", max_score=60, cell_type="code")
-            gb.add_grade_cell("part_b", "attention", "attention", max_score=40, cell_type="code")
         for student, pair in scores.items():
             gb.update_or_create_student(student)
             if pair is None:
                 continue
-            try:
-                gb.find_submission("attention", student)
-            except Exception:
+            if not any(s.student.id == student for s in gb.assignment_submissions("attention")):
                 gb.add_submission("attention", student)
             for cell, score in zip(("part_a", "part_b"), pair):
                 grade = gb.find_grade(cell, "attention", "attention", student)
@@ -649,53 +678,74 @@ def make_gradebook(path, scores):
         gb.db.commit()
 
 
-def run_unlock(tmp_path, *args):
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
-                           "--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
-                           str(tmp_path), *args], capture_output=True, text=True, cwd=tmp_path)
-
-
-def test_unlock_releases_exactly_the_passing_students_once(tmp_path):
+def release_folder(tmp_path):
     release = tmp_path / "release" / "training"
     release.mkdir(parents=True)
     shutil.copy(NOTEBOOK, release / "training.ipynb")
-    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40), "bo": (60, 30), "cy": None,
-                                               "di": (None, None)})
-    first = run_unlock(tmp_path)
-    assert first.returncode == 0, first.stderr
-    unlocked = tmp_path / "unlocked"
-    assert sorted(p.name for p in unlocked.iterdir() if p.is_dir()) == ["ada"]
-    assert (unlocked / "ada" / "training" / "training.ipynb").read_bytes() == NOTEBOOK.read_bytes()
-    assert "bo " in first.stdout and "needs 100" in first.stdout
-    assert "no attention submission" in first.stdout and "not graded yet" in first.stdout
-    ledger = json.loads((unlocked / "unlocked.json").read_text())
-    assert list(ledger["students"]) == ["ada"] and ledger["students"]["ada"]["attention_score"] == 100
+    return release
 
-    (unlocked / "ada" / "training" / "marker.txt").write_text("the student's own work")
-    second = run_unlock(tmp_path)                         # nothing new: nobody released twice
-    assert "unlocked now (0)" in second.stdout and "already unlocked" in second.stdout
-    assert (unlocked / "ada" / "training" / "marker.txt").exists()
-    assert json.loads((unlocked / "unlocked.json").read_text()) == ledger
 
-    make_gradebook(tmp_path / "gradebook.db", {"bo": (60, 40)})   # bo's regrade arrives
-    third = run_unlock(tmp_path)
-    assert "unlocked now (1)" in third.stdout and "bo" in third.stdout.split("already")[0]
+def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks, capsys):
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30), "cy": None, "di": (None, None)})
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        reasons = {v["student"]: v["reason"] for v in locked}
+        assert reasons == {"bo": "attention scored 90 / 100, needs 100",
+                           "cy": "no attention submission in the gradebook",
+                           "di": "attention submitted but not graded yet"}
+        copied = unlocked / "ada" / "training" / "training.ipynb"
+        assert copied.read_bytes() == NOTEBOOK.read_bytes()
+        ledger = json.loads((unlocked / "unlocked.json").read_text())
+        assert list(ledger["students"]) == ["ada"]
+        assert ledger["students"]["ada"]["attention_score"] == 100
+
+        (unlocked / "ada" / "training" / "marker.txt").write_text("the student's own work")
+        newly, already, _ = unlock.unlock(gb, release, unlocked, full)   # nothing new
+        assert newly == [] and [v["student"] for v in already] == ["ada"]
+        assert (unlocked / "ada" / "training" / "marker.txt").exists()   # not released twice
+        assert json.loads((unlocked / "unlocked.json").read_text()) == ledger
+
+        set_scores(gb, {"bo": (60, 40)})                                   # bo's regrade arrives
+        newly, already, _ = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["bo"] and [v["student"] for v in already] == ["ada"]
+        gb.close()
     assert sorted(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada", "bo"]
+    assert sorted(p.name for p in unlocked.iterdir() if p.is_dir()) == ["ada", "bo"]
+
+    # the command line (in this process): it prints who is unlocked and who is not, and why
+    assert unlock.main(["--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
+                        str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "unlocked now (0)" in out and "already unlocked, not released again (2)" in out
+    assert "no attention submission in the gradebook" in out and "not graded yet" in out
 
 
-def test_unlock_threshold_and_dry_run(tmp_path):
-    release = tmp_path / "release" / "training"
-    release.mkdir(parents=True)
-    (release / "training.ipynb").write_text("{}")
-    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40), "bo": (60, 30), "cy": (50, 10)})
-    dry = run_unlock(tmp_path, "--threshold", "90%", "--dry-run")
-    assert "would unlock now (2)" in dry.stdout and not (tmp_path / "unlocked").exists()
-    points = run_unlock(tmp_path, "--threshold", "60")
-    assert "unlocked now (3)" in points.stdout
-    assert run_unlock(tmp_path, "--threshold", "lots").returncode == 2
+def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30), "cy": (50, 10)})
+        newly, _, _ = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("90%"),
+                                    dry_run=True)
+        assert [v["student"] for v in newly] == ["ada", "bo"] and not unlocked.exists()
+        newly, _, locked = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("61"))
+        assert [v["student"] for v in newly] == ["ada", "bo"]
+        assert locked[0]["reason"] == "attention scored 60 / 100, needs 61"
+        gb.close()
+    with pytest.raises(ValueError):
+        unlock.parse_threshold("lots")
 
 
-def test_unlock_needs_a_release(tmp_path):
-    make_gradebook(tmp_path / "gradebook.db", {"ada": (60, 40)})
-    result = run_unlock(tmp_path)
+def test_unlock_refuses_without_a_release(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"), "--db",
+                             f"sqlite:///{tmp_path / 'gradebook.db'}", "--root", str(tmp_path)],
+                            capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and "generate_assignment training" in result.stderr
