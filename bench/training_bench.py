@@ -28,17 +28,17 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads its BLAS
 
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import sys
+import time
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from solutions import training  # noqa: E402
+from solutions import training
 
 LESSON_SECONDS = 9.5   # the lesson's float64 implementation, one core (issue 5)
 TARGET_SECONDS = LESSON_SECONDS / 2

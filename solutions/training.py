@@ -875,8 +875,14 @@ class ProgressBar:
 
     def __init__(self, total, description):
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                          TextColumn("steps"), TimeElapsedColumn(), TextColumn("left"),

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 
 from solutions import training as tr
@@ -101,16 +100,16 @@ def test_nbgrader_generates_validates_and_inverts(tmp_path):
     nbgrader = [sys.executable, "-m", "nbgrader"]
     for assignment in ("attention", "training"):
         done = subprocess.run(nbgrader + ["generate_assignment", assignment, "--force"],
-                              cwd=course, env=env, capture_output=True, text=True, timeout=600)
+                              cwd=course, env=env, capture_output=True, text=True, check=False, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
     release = (course / "release" / "training" / "training.ipynb").read_text()
     assert "### BEGIN SOLUTION" not in release and "grade(\"" not in release
     assert "raise NotImplementedError()" in release
 
     done = subprocess.run(nbgrader + ["validate", "source/training/training.ipynb"], cwd=course,
-                          env=env, capture_output=True, text=True, timeout=900)
+                          env=env, capture_output=True, text=True, check=False, timeout=900)
     assert done.returncode == 0 and "Success! Your notebook passes all the tests." in done.stdout, \
         done.stdout + done.stderr
     done = subprocess.run(nbgrader + ["validate", "--invert", "release/training/training.ipynb"],
-                          cwd=course, env=env, capture_output=True, text=True, timeout=900)
+                          cwd=course, env=env, capture_output=True, text=True, check=False, timeout=900)
     assert "Success! The notebook does not pass any tests." in done.stdout, done.stdout + done.stderr

@@ -45,12 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import nbformat  # noqa: E402
+import nbformat
 
-from grader_tests.checks_training import POINTS_TRAINING  # noqa: E402
-from grader_tests.core import grade_id  # noqa: E402
-from solutions import attention as attention_reference  # noqa: E402
-from solutions import training as reference  # noqa: E402
+from grader_tests.checks_training import POINTS_TRAINING
+from grader_tests.core import grade_id
+from solutions import attention as attention_reference
+from solutions import training as reference
 
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
@@ -1382,8 +1382,7 @@ def build_notebook():
         markdown("intro", INTRO),
         locked_code("given_setup", helpers_source(), tags=["given"]),
     ]
-    number = 0
-    for name in GRADED:
+    for number, name in enumerate(GRADED, start=1):
         if name == "masked_cross_entropy":
             cells.append(markdown("model_text", MODEL_TEXT))
             cells.append(locked_code("given_model", '"""Given: the model\'s forward and backward '
@@ -1397,7 +1396,6 @@ def build_notebook():
             cells.append(locked_code("given_generate_with_cache",
                                      '"""Given: greedy generation with a KV cache."""\n'
                                      + given("generate_with_cache"), tags=["given"]))
-        number += 1
         cells += function_cells(number, name)
         if name == "greedy_generate":
             cells += lesson("lesson_kv_cache", LESSON_KV_TEXT, LESSON_KV)

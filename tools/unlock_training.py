@@ -185,7 +185,7 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
     verdicts = decide(gradebook, threshold)
     ledger_path = unlocked_dir / LEDGER
     ledger = load_ledger(ledger_path)
-    now = now or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    now = now or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     newly, already, locked = [], [], []
     for verdict in verdicts:
         student = verdict["student"]

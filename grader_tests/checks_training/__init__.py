@@ -37,8 +37,8 @@ POINTS_TRAINING = {
 # of a tiny model in the grader's own code, around one call of the student's function).
 CHECK_TIME_LIMIT = 20.0
 
-from . import batch, loss, block, adam, generation, counting  # noqa: E402,F401  (registers)
-from ..notebook import RESULT_MIME  # noqa: E402  (the MIME type the class summary reads)
+from ..notebook import RESULT_MIME
+from . import adam, batch, block, counting, generation, loss  # noqa: F401  (registers)
 
 
 def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):

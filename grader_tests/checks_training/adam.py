@@ -68,8 +68,8 @@ def adam_first_step(fn):
     expected = {"w": np.array([0.5 - 0.01 * 0.2 / (0.2 + 1e-8), -1.0 + 0.01 * 0.4 / (0.4 + 1e-8),
                                2.0 - 0.01 * 1e-3 / (1e-3 + 1e-8)]),
                 "b": np.array([[0.1 + 0.01 * 3.0 / (3.0 + 1e-8)]])}
-    for k in params:
-        if new[k].shape != params[k].shape:
+    for k, value in params.items():
+        if new[k].shape != value.shape:
             raise Fail("wrong-shape", f"{what}: new_params[{k!r}] has shape {new[k].shape}, "
                                       f"expected {params[k].shape}.")
         if not allclose(new[k], expected[k], rtol=1e-9, atol=1e-12):
@@ -127,7 +127,7 @@ def adam_three_steps(fn):
 def adam_float32(fn):
     params = {"W": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
     grads = {"W": np.full((3, 2), 0.5, np.float32), "b": np.ones(2, np.float32)}
-    new, state = _result(fn, params, grads, _state(params), f"{NAME} on float32 parameters")
+    new, _ = _result(fn, params, grads, _state(params), f"{NAME} on float32 parameters")
     wrong = [k for k, v in new.items() if v.dtype != np.float32]
     if wrong:
         raise Fail("dtype-changed", f"{NAME} on float32 parameters returned {wrong[0]} as "

@@ -15,10 +15,15 @@ import numpy as np
 from solutions import training as ref
 
 from .. import gradcheck
-from ..checks._util import as_array, call_watching_inputs, fmt, unpack, worst_difference
+from ..checks._util import as_array, call_watching_inputs, unpack, worst_difference
 from ..core import Fail, call, check
-from ._fixtures import (largest, reference_ops, sample_indices, sampled_gradient,
-                        tiny_problem)
+from ._fixtures import (
+    largest,
+    reference_ops,
+    sample_indices,
+    sampled_gradient,
+    tiny_problem,
+)
 
 NAME = "block_backward"
 KEYS = ref.BLOCK_KEYS

@@ -6,8 +6,15 @@ import numpy as np
 from solutions import training as ref
 
 from .. import gradcheck
-from ..checks._util import (allclose, as_array, expect_shape, fmt, mutation_check, unpack,
-                            worst_difference)
+from ..checks._util import (
+    allclose,
+    as_array,
+    expect_shape,
+    fmt,
+    mutation_check,
+    unpack,
+    worst_difference,
+)
 from ..core import Fail, call, check
 
 NAME = "masked_cross_entropy"
@@ -44,14 +51,14 @@ def _loss_variants(logits, targets, mask):
     """What a mistake in the loss would return on the same input."""
     picked = np.take_along_axis(_log_softmax(logits), targets[..., None], axis=-1)[..., 0]
     return [
-        ("other", -picked.mean(), "the loss averages over every position: only the answer "
-                                  "positions (loss_mask True) count"),
+        ("other", -picked.mean(),
+         "the loss averages over every position: only the answer positions count"),
         ("mask-inverted", -picked[~mask].mean() if (~mask).any() else None,
          "the loss counts the positions where loss_mask is False: True means 'counts'"),
-        ("other", -picked[mask].sum() / mask.size, "the masked sum is divided by B * T; divide "
-                                                   "by the number of True entries of the mask"),
-        ("other", -picked[mask].sum(), "the loss is a sum; the contract asks for the mean over "
-                                       "the masked positions"),
+        ("other", -picked[mask].sum() / mask.size,
+         "the masked sum is divided by B * T; divide by the number of True entries of the mask"),
+        ("other", -picked[mask].sum(),
+         "the loss is a sum; the contract asks for the mean over the masked positions"),
     ]
 
 
@@ -99,13 +106,12 @@ def loss_gradient(fn):
         onehot = np.eye(logits.shape[-1])[targets]
         n = mask.sum()
         candidates = [
-            (((p - onehot) * mask[..., None]), "dlogits is not divided by N, the number of "
-                                               "masked positions"),
-            (((onehot - p) * mask[..., None] / n), "the sign is flipped: the gradient of "
-                                                   "-log p_target is p - onehot"),
-            ((p * mask[..., None] / n), "the - onehot(target) term is missing"),
-            (((p - onehot) * mask[..., None] / mask.size), "dlogits is divided by B * T "
-                                                           "instead of N"),
+            ((p - onehot) * mask[..., None],
+             "dlogits is not divided by N, the number of masked positions"),
+            ((onehot - p) * mask[..., None] / n,
+             "the sign is flipped: the gradient of -log p_target is p - onehot"),
+            (p * mask[..., None] / n, "the - onehot(target) term is missing"),
+            ((p - onehot) * mask[..., None] / mask.size, "dlogits is divided by B * T instead of N"),
         ]
         why = next((w for value, w in candidates if allclose(dlogits, value, rtol=1e-6)), "")
         rel, _, index = gradcheck.rel_error(dlogits, numeric)
