@@ -6,15 +6,17 @@ PYTHON := $(shell command -v python3.11 || command -v python3)
 STARTED := $(shell date +%s)
 VENV := .venv
 BIN := $(VENV)/bin
-# Written once the kit is installed in .venv; older than pyproject.toml means reinstall.
+# Written once the kit is installed in .venv (and, for the tests, its optional
+# dependencies too); older than pyproject.toml means install again.
 STAMP := $(VENV)/installed.stamp
+TEST_STAMP := $(VENV)/installed-test.stamp
 
 .PHONY: demo test
 
 demo: $(STAMP)
 	$(BIN)/python -m tools.demo --started $(STARTED)
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 $(STAMP): pyproject.toml
@@ -23,3 +25,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e . && \
 	touch $@ && \
 	echo "install: $$(( $$(date +%s) - start )) s"
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cluster,browser]'
+	touch $@
