@@ -2,10 +2,12 @@
 
 Not a timed test: it prints numbers to read. Run from the repository root::
 
-    python bench/training_bench.py [--repeats 3] [--steps 1500] [--cpu N]
+    python bench/training_bench.py [--repeats 3] [--steps 1500] [--pin CPU]
 
-It pins itself to one CPU core (``os.sched_setaffinity``) with one BLAS thread, then
-alternates, ``--repeats`` times, three trainings of the same model on the same batches:
+It runs on one core (one BLAS thread; ``--pin`` also binds the process to one CPU with
+``os.sched_setaffinity``, which helps on an idle machine and hurts when other processes
+load that CPU), then alternates, ``--repeats`` times, three trainings of the same model on
+the same batches:
 
 * **reference**: ``solutions.training.train`` as the kit runs it, float32 arithmetic and
   the fused kernels of ``fast_ops`` (one (d, 3d) projection for Q, K, V, reductions as
@@ -60,16 +62,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="alternations (best is kept)")
     parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--cpu", type=int, default=None,
-                        help="core to pin to (default: the last one this process may use)")
+    parser.add_argument("--pin", type=int, default=None, metavar="CPU",
+                        help="bind the process to this CPU (default: let the OS choose)")
     args = parser.parse_args(argv)
 
-    if hasattr(os, "sched_setaffinity"):
-        cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        where = f"pinned to CPU {cpu}"
-    else:
-        where = "not pinned (no sched_setaffinity here)"
+    where = "not pinned"
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
+        where = f"pinned to CPU {args.pin}"
     print(f"copy, L = 6, {args.steps} steps, seed 0, batch 32; one BLAS thread, {where}; "
           f"best of {args.repeats}")
     try:
