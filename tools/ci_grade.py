@@ -21,8 +21,9 @@ Both modes write their Markdown report to ``$GITHUB_STEP_SUMMARY`` when that is 
 
 Exit status: 0 whenever the kit did its job, however the students did; 2 when the kit
 itself broke (the release cannot be generated, no submission could be graded, an expected
-output is missing, the notebook cannot be read or its kernel cannot start). With
-``--strict``, ``--visible-only`` also exits 1 when a visible test failed (for a student who
+output is missing, the kernel cannot start). A student's notebook that cannot be read or
+has no visible tests is reported, not a failure. With ``--strict``, ``--visible-only``
+exits 1 when a visible test failed or the notebook could not be read (for a student who
 wants a red check).
 """
 
@@ -237,12 +238,12 @@ def run_visible(path, strict=False):
         print(f"ci_grade: cannot read {path}: {type(exc).__name__}: {exc}", flush=True)
         emit_summary(f"## Visible tests\n\n`{path.name}` cannot be read as a notebook: "
                      f"{type(exc).__name__}: {first_line(exc)}\n")
-        return KIT_BROKEN
+        return TESTS_FAILED if strict else 0  # the student's file, not the kit
     run, visible = visible_notebook(nb)
     if not visible:
         emit_summary(f"## Visible tests of `{path.name}`\n\nNo cell tagged `visible-test` "
                      "found: is this the assignment's notebook?\n")
-        return KIT_BROKEN
+        return TESTS_FAILED if strict else 0
     os.environ.update(child_env())
     client = NotebookClient(run, timeout=VISIBLE_CELL_TIMEOUT, allow_errors=True,
                             kernel_name="python3", startup_timeout=120,
