@@ -87,10 +87,12 @@ def test_source_notebook_executes_end_to_end_with_the_experiments():
     assert len(figures) == 3                  # learning curves, attention maps, T^2 cost
 
 
-def test_nbgrader_generates_validates_and_inverts(tmp_path):
+def test_nbgrader_round_trip_and_unlock(tmp_path):
     """In a temporary copy of the course: nbgrader generate_assignment for both assignments,
     `validate` passes on the source (experiments skipped by NBGRADER_EXECUTION), and
-    `validate --invert` sees every graded cell of the release fail."""
+    `validate --invert` sees every graded cell of the release fail; then one student's
+    attention is autograded, the unlock command releases training to them, and their
+    training is autograded to 100."""
     course = tmp_path / "course"
     for name in ("source/attention", "source/training"):
         shutil.copytree(ROOT / name, course / name)
@@ -113,3 +115,29 @@ def test_nbgrader_generates_validates_and_inverts(tmp_path):
     done = subprocess.run(nbgrader + ["validate", "--invert", "release/training/training.ipynb"],
                           cwd=course, env=env, capture_output=True, text=True, check=False, timeout=900)
     assert "Success! The notebook does not pass any tests." in done.stdout, done.stdout + done.stderr
+
+    # One student, end to end: attention autograded, training unlocked, training autograded.
+    # The submissions are the instructor's notebooks (every answer right); nbgrader restores
+    # the hidden cells and the gate finds autograded/<student>/attention next to training.
+    student = "student_correct"
+    for assignment in ("attention", "training"):
+        target = course / "submitted" / student / assignment
+        target.mkdir(parents=True)
+        shutil.copy(course / "source" / assignment / f"{assignment}.ipynb", target)
+    done = subprocess.run(nbgrader + ["autograde", "attention", f"--student={student}", "--create",
+                                      "--force"], cwd=course, env=env, capture_output=True,
+                          text=True, check=False, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py")], cwd=course,
+                          env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0 and "unlocked now (1)" in done.stdout, done.stdout + done.stderr
+    assert (course / "unlocked" / student / "training" / "training.ipynb").is_file()
+    done = subprocess.run(nbgrader + ["autograde", "training", f"--student={student}", "--force"],
+                          cwd=course, env=env, capture_output=True, text=True, check=False,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_submission("attention", student).score == 100
+        assert gradebook.find_submission("training", student).score == 100
