@@ -50,7 +50,7 @@ def graded(tmp_path_factory):
 
 @pytest.mark.slow
 def test_grading_exits_0_although_students_failed(graded):
-    course, result, _ = graded
+    _, result, _ = graded
     assert result.returncode == 0, result.stdout[-5000:]
     scores = {s: e["score"] for s, e in EXPECTED.items()}
     assert min(scores.values()) < 100  # the example class has failing students

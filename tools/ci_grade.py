@@ -221,8 +221,8 @@ def visible_report(path, results):
     for r in results:
         message = r["message"].replace("|", "\\|")
         lines.append(f"| {r['name']} | {'passed' if r['passed'] else '**failed**'} | {message} |")
-    lines += ["", "These are only the visible tests; the hidden checks run when the notebook "
-              "is graded. `NotImplementedError` means the function is still the stub."]
+    lines += ["", ("These are only the visible tests; the hidden checks run when the notebook "
+                   "is graded. `NotImplementedError` means the function is still the stub.")]
     return "\n".join(lines) + "\n"
 
 
