@@ -174,6 +174,8 @@ def write_gradebook(db_url, assignment, record):
             except MissingEntry:
                 continue
             grade.auto_score = float(f["score"])
+            # as nbgrader's own autograde (SaveAutoGrades): review only over a manual score
+            grade.needs_manual_grade = grade.manual_score is not None
         notebook = gb.find_submission_notebook(NOTEBOOK, assignment, record["student"])
         notebook.flagged = bool(record.get("flags"))
         gb.db.commit()
