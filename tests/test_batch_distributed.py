@@ -7,7 +7,8 @@ installed (``tools/ci_services.sh`` installs them for CI).
 
 1. Part of the example class graded through the cluster into PostgreSQL gets, row for row
    (student, grade cell, score), the grades the local process pool writes into sqlite;
-   ``nbgrader export`` from PostgreSQL gives the totals of the sqlite gradebook.
+   ``nbgrader export`` from PostgreSQL gives the totals of the sqlite gradebook, and the
+   unlock command of assignment ``training`` reads them.
 2. A worker killed while it grades, and a submission over the task time limit: every
    student ends with exactly one grade or one recorded grading error (no grade written),
    and the same command run again grades only the student without a grade.
@@ -172,6 +173,20 @@ def test_cluster_and_postgres_grade_like_the_local_pool(courses, cluster):
                       gb.find_submission("attention", s).max_score) for s in STUDENTS}
     assert exported == totals
     assert {s: score for s, (score, _) in exported.items()} == pytest.approx(scores)
+
+    # The gate of assignment training (tools/unlock_training.py), run from the course,
+    # reads the PostgreSQL gradebook of its nbgrader_config.py.
+    release = remote / "training_release"
+    release.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(), str(release / "training.ipynb"))
+    done = _run([os.path.join(ROOT, "tools", "unlock_training.py"), "--threshold", "95",
+                 "--release", str(release)], remote)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (remote / "unlocked" / "unlocked.json").is_file(), done.stdout[-3000:]
+    ledger = json.loads((remote / "unlocked" / "unlocked.json").read_text())
+    unlocked = {s for s in ledger["students"] if s in STUDENTS}
+    assert unlocked == {s for s, (score, _) in totals.items() if score >= 95}
+    assert "student_correct" in unlocked and "student_all_stubs" not in unlocked
 
 
 def _slow_notebook(text, cells, seconds):
