@@ -66,6 +66,7 @@ def main(argv=None):
                         help="bind the process to this CPU (default: let the OS choose)")
     args = parser.parse_args(argv)
 
+    training.limit_blas_threads(1)  # in case NumPy was loaded before the variable was set
     where = "not pinned"
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})

@@ -935,12 +935,49 @@ class ProgressBar:
             self._progress.stop()
 
 
+def limit_blas_threads(n=1):
+    """Ask the OpenBLAS that NumPy loaded to use ``n`` threads from now on.
+
+    The matrices of this model are far too small to gain from several BLAS threads, and
+    when every core is busy (one training process per core, or other work on the machine)
+    OpenBLAS's threads wait for each other and a training runs many times slower. Setting
+    ``OPENBLAS_NUM_THREADS=1`` before NumPy is imported does the same; this function is
+    for processes where NumPy is already loaded. It looks for the library among the
+    process's mapped files (Linux) and calls its ``*set_num_threads*`` entry point: NumPy's
+    wheels bundle OpenBLAS as ``libscipy_openblas64_`` with the symbol
+    ``scipy_openblas_set_num_threads64_``.
+
+    Returns:
+        bool, True if a library took the setting.
+    """
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower()})
+    except OSError:
+        return False
+    for path in paths:
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                       "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            setter = getattr(library, symbol, None)
+            if setter is not None:
+                setter(ctypes.c_int(n))
+                return True
+    return False
+
+
 _QUEUE = None
 
 
 def _experiment_worker_init(queue):
     global _QUEUE
     _QUEUE = queue
+    limit_blas_threads(1)  # one process per core: one BLAS thread per process
 
 
 def _experiment_run(index, job, ops_factory):
@@ -954,8 +991,9 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
     """Run ``train(**job, ops=ops_factory())`` for every job, one process per run.
 
     The processes are forked (``multiprocessing`` context ``"fork"``), so every function
-    the runs need, a notebook's included, is inherited rather than pickled; each reports
-    its steps through a queue to one progress bar.
+    the runs need, a notebook's included, is inherited rather than pickled; each uses one
+    BLAS thread (``limit_blas_threads``) and reports its steps through a queue to one
+    progress bar.
 
     Args:
         jobs: list of dicts of keyword arguments of ``train`` (without ``ops``).

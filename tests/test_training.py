@@ -30,6 +30,10 @@ from solutions import attention as attention_ref
 from solutions import training as tr
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# This model's matrices are tiny: several BLAS threads only wait for each other, and on a
+# busy machine make a training many times slower.
+tr.limit_blas_threads(1)
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 TRAINING_SOURCE = inspect.getsource(tr)

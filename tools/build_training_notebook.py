@@ -1031,7 +1031,8 @@ run and as many processes as cores, with a progress bar.
 """
 
 GIVEN_TRAINING = ("evaluate", "train", "attention_maps", "attention_cost", "ProgressBar",
-                  "_experiment_worker_init", "_experiment_run", "run_experiments")
+                  "limit_blas_threads", "_experiment_worker_init", "_experiment_run",
+                  "run_experiments")
 
 LESSON_RUN_TEXT = r"""
 ### The lesson, live: 23 trainings
