@@ -248,6 +248,8 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
     Raises:
         TimeoutError: no worker joined the scheduler within ``worker_wait`` seconds.
     """
+    if not jobs:  # everyone is in the log already: no cluster needed
+        return
     from distributed import Client, as_completed
 
     note = progress or (lambda text: None)
@@ -256,7 +258,7 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
         queue = list(reversed(jobs))  # pop() takes the first job
         history = {}  # student -> [reasons of failed attempts]
         runs = {}  # student -> attempts used
-        meta = {}  # future -> (student, sha256)
+        meta = {}  # future -> (student, path, sha256 of the bytes sent)
         running = as_completed()
 
         def submit(student, path, avoid=None):
