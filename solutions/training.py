@@ -993,7 +993,8 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
     The processes are forked (``multiprocessing`` context ``"fork"``), so every function
     the runs need, a notebook's included, is inherited rather than pickled; each uses one
     BLAS thread (``limit_blas_threads``) and reports its steps through a queue to one
-    progress bar.
+    progress bar. Where processes cannot be forked (Windows), or with ``workers=1``, the
+    runs go one after the other in this process, with the same results.
 
     Args:
         jobs: list of dicts of keyword arguments of ``train`` (without ``ops``).
@@ -1006,11 +1007,22 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
         list of ``train``'s results, in the order of ``jobs``.
     """
     workers = workers or os.cpu_count() or 1
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
     total = sum(job.get("steps", 1500) for job in jobs)
     done = [0] * len(jobs)
     bar = ProgressBar(total, description) if progress else None
+    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        results = []
+        for i, job in enumerate(jobs):
+            def report(steps_done, i=i):
+                done[i] = steps_done
+                if bar is not None:
+                    bar.update(sum(done))
+            results.append(train(ops=ops_factory(), progress=report, **job))
+        if bar is not None:
+            bar.close()
+        return results
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
                                                 initializer=_experiment_worker_init,
                                                 initargs=(queue,)) as pool:

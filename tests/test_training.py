@@ -220,10 +220,12 @@ def test_run_experiments_in_processes_equals_direct_training():
     jobs = [dict(task="copy", L=3, seed=1, steps=20, eval_size=10),
             dict(task="sort", L=2, seed=2, steps=15, eval_size=10)]
     results = tr.run_experiments(jobs, tr.fast_ops, workers=2, progress=False)
-    for job, result in zip(jobs, results):
+    in_process = tr.run_experiments(jobs, tr.fast_ops, workers=1, progress=False)
+    for job, result, sequential in zip(jobs, results, in_process):
         direct = tr.train(ops=tr.fast_ops(), **job)
         assert np.array_equal(result["losses"], direct["losses"])
-        assert result["token_acc"] == direct["token_acc"]
+        assert np.array_equal(sequential["losses"], direct["losses"])
+        assert result["token_acc"] == direct["token_acc"] == sequential["token_acc"]
 
 
 def test_attention_cost_fits_a_slope():
