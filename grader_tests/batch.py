@@ -373,11 +373,13 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
                     student = futures[future]
                     try:
                         rec = future.result()
-                    except Exception as exc:  # a pool worker died: recorded for this student
+                    except Exception as exc:
+                        # A pool process died (every later future of a broken pool fails
+                        # too): a grading error, never a grade; the next run grades them.
                         rec = {"student": student, "report": None, "cell_errors": [],
-                               "flags": [], "error": f"grading process failed: "
-                                                     f"{type(exc).__name__}: {exc}",
-                               "seconds": 0.0}
+                               "flags": [], "grading_error": True,
+                               "error": f"grading process failed: {type(exc).__name__}: "
+                                        f"{exc}", "seconds": 0.0}
                     finish(student, rec)
     finally:
         if bar is not None:
