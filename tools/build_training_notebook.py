@@ -254,6 +254,7 @@ from pathlib import Path
 
 import numpy as np
 
+NOTEBOOK_STARTED = time.perf_counter()  # the last cell reports how long the notebook took
 ATTENTION_FUNCTIONS = __FUNCTIONS__
 # SHA-256 of the released setup cell and visible-test cells of the attention notebook.
 _RELEASED_CELLS = __HASHES__
@@ -1335,6 +1336,20 @@ else:
     show(figure)
 '''
 
+LESSON_TIME = r'''
+"""How long this notebook took: wall time since the gate started, CPU time of this kernel and of the training processes."""
+try:
+    import resource
+
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu_seconds = sum(u.ru_utime + u.ru_stime for u in usage)
+except ImportError:  # not on Unix
+    cpu_seconds = float("nan")
+wall_seconds = time.perf_counter() - NOTEBOOK_STARTED
+print(f"this notebook ran for {wall_seconds:.0f} s of wall time on {os.cpu_count()} cores; "
+      f"it used {cpu_seconds:.0f} s of CPU time ({cpu_seconds / os.cpu_count():.0f} s per core)")
+'''
+
 CLOSING = r"""
 ## Before you submit
 
@@ -1413,6 +1428,7 @@ def build_notebook():
     cells += lesson("lesson_attention_maps", LESSON_MAPS_TEXT, LESSON_MAPS)
     cells += lesson("lesson_attention_cost", LESSON_COST_TEXT, LESSON_COST)
     cells.append(markdown("closing", CLOSING))
+    cells.append(locked_code("notebook_time", LESSON_TIME, tags=["lesson"]))
 
     ids = [c["id"] for c in cells]
     if len(set(ids)) != len(ids) or not all(CELL_ID.match(i) for i in ids):
