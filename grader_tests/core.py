@@ -34,7 +34,9 @@ try:  # Hypothesis's own "the test is not reproducible" errors
     _FLAKY = (_Flaky,)
 except ImportError:  # pragma: no cover
     _FLAKY = ()
+from . import lookup
 from .integrity import borrowed_reference, environment_problems, is_protected_module
+from .lookup import nudgeable
 
 # Points per graded name; they sum to 100 and are the nbgrader points of the hidden cells.
 POINTS = {
@@ -67,6 +69,9 @@ SPEC_FUNCTIONS = reference.SPEC_FUNCTIONS
 CALL_TIME_LIMIT = 4.0
 FUNCTION_TIME_BUDGET = 30.0
 CHECK_TIME_LIMIT = CALL_TIME_LIMIT  # the name the sandbox uses
+# Calls of the graded function kept (the first ones with float arguments), of which
+# ``lookup.probe`` repeats up to 3 on nudged inputs.
+PROBED_CALLS = 12
 
 
 def grade_id(name):
@@ -226,6 +231,10 @@ def _invoke(fn, args, kwargs):
     remaining = FUNCTION_TIME_BUDGET - _current["spent"]
     if remaining <= 0:
         raise StudentTimeout()
+    recorded = _current["recorded"]
+    if (fn is _current["target"] and len(recorded) < PROBED_CALLS
+            and (nudgeable(args) or nudgeable(kwargs))):
+        recorded.append((_snapshot(args), _snapshot(kwargs)))  # before the call can alter them
     sink = io.StringIO()
     started = time.perf_counter()
     seconds = min(limit, remaining)
@@ -337,7 +346,8 @@ def isolate(fn, namespace, keep=()):
 # ---------------------------------------------------------------------------------------
 # Running the checks.
 
-_current = {"namespace": None, "call_limit": CALL_TIME_LIMIT, "spent": 0.0}
+_current = {"namespace": None, "call_limit": CALL_TIME_LIMIT, "spent": 0.0, "target": None,
+            "recorded": []}
 
 
 def peer(name):
@@ -411,7 +421,8 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT):
                            f"the grading environment was altered before {name} was graded: "
                            f"{'; '.join(problems)}.", max_score, started)
     timed_out = False
-    _current.update(namespace=namespace, call_limit=time_limit_s, spent=0.0)
+    _current.update(namespace=namespace, call_limit=time_limit_s, spent=0.0, target=target,
+                    recorded=[])
     for title, fn in registered:
         if timed_out:
             results.append(CheckResult(title, False, "timeout",
@@ -444,12 +455,24 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT):
             results.append(CheckResult(title, False, "crash", _student_error_message(name, exc)))
         else:
             results.append(CheckResult(title, True, None, ""))
-    _current["namespace"] = None
+    recorded = _current["recorded"]
+    _current.update(namespace=None, target=None, recorded=[])
     problems = environment_problems()
     if problems:
         return _all_failed(name, registered, "tampering",
                            f"grading {name} altered the grading environment: "
                            f"{'; '.join(problems)}.", max_score, started)
+    looked_up = None
+    if recorded and not timed_out and any(r.passed for r in results):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                looked_up = lookup.probe(target, recorded, _invoke)
+        except (StudentTimeout, StubHit, Fail):  # out of time, or nothing to compare
+            looked_up = None
+    if looked_up:
+        return _all_failed(name, registered, "tampering", f"{name}: {looked_up}.",
+                           max_score, started)
     passed = sum(r.passed for r in results)
     score = max_score * passed / len(results) if results else 0.0
     return FunctionResult(name, score, max_score, results, time.perf_counter() - started)

@@ -14,6 +14,8 @@ look for what a gamed submission leaves behind:
 - returned objects whose comparison is rigged (an ``__eq__`` defined outside NumPy and the
   standard library, or an ndarray subclass from outside NumPy).
 
+Answers stored for the graders' fixed inputs are found by ``lookup.py``.
+
 A submission flagged here scores 0 for the function concerned and its report names what
 was found. Detection in the student's own process is best effort by nature (code that ran
 first can hide itself); the isolated batch grader of the kit re-checks in a fresh process.

@@ -216,7 +216,8 @@ def grade_isolated(path, names=None, memory_mb=1024):
     Returns:
         ``(results, cell_errors, flags)``: ``results`` as ``core.grade_namespace``;
         ``cell_errors`` the cells that failed while loading; ``flags`` what the sandbox
-        saw the submission try.
+        saw the submission try, then one line per function whose checks found it gamed
+        (``tampering_flags``).
 
     Raises:
         submission.SubmissionError: never; an unreadable file shows in ``cell_errors``.
@@ -233,5 +234,24 @@ def grade_isolated(path, names=None, memory_mb=1024):
                 r.score = 0.0
                 r.checks.append(CheckResult("the submission left the grading environment alone",
                                             False, "tampering", message))
-    return results, cell_errors, flags
+    return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]
+
+
+def tampering_flags(results):
+    """One line per function a check found gamed (fault ``tampering``): a rigged result,
+    answers looked up by input, reference code, an altered environment.
+
+    Args:
+        results: dict name -> FunctionResult.
+
+    Returns:
+        list of str, ``"<name>: <first tampering message>"``.
+    """
+    found = []
+    for name, r in results.items():
+        messages = [c.message for c in r.checks if c.fault == "tampering"]
+        if messages:
+            text = messages[0]
+            found.append(text if text.startswith(name + ":") else f"{name}: {text}")
+    return found
 __all__ = ["POINTS", "RemoteFunction", "Sandbox", "grade_isolated"]

@@ -104,14 +104,14 @@ CASES = {
                 return True
         def causal_mask(T):
             return _Yes()
-    """, {"causal_mask": "tampering", "softmax": None}, None),
+    """, {"causal_mask": "tampering", "softmax": None}, "causal_mask: it returned a _Yes"),
     "returns a lying ndarray subclass": ("""
         class _Liar(np.ndarray):
             def __eq__(self, other):
                 return np.ones(np.shape(other), dtype=bool)
         def softmax(scores, axis=-1):
             return np.zeros(np.shape(scores)).view(_Liar)
-    """, {"softmax": "tampering", "causal_mask": None}, None),
+    """, {"softmax": "tampering", "causal_mask": None}, "softmax: it returned an ndarray"),
 }
 
 

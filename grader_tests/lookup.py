@@ -1,0 +1,189 @@
+"""Answers looked up by input: a graded function that is right on the graders' inputs only.
+
+The graders' inputs are fixed (derandomized Hypothesis, seeded generators), so that a
+notebook's hidden cells and the command line reach the same verdicts. A submission could
+exploit that: store the correct answers for those inputs, keyed by a hash of the
+arguments, and return anything at all for every other input.
+
+Every graded function with floating-point inputs is, by the contract of SPEC section 1, a
+smooth function of them away from ties: softmax, attention, layer norm, their gradients,
+positional encodings of given positions. (Masks are boolean and integers are sizes; they
+are never touched here.) For a smooth ``f`` and a small step ``delta`` the second
+difference
+
+    f(x + 2 delta) - 2 f(x + delta) + f(x)  =  O(|delta|^2)
+
+is tiny; it is the one-dimensional central second difference of ``f`` along ``delta``
+(any numerical-analysis text, e.g. Nocedal and Wright, *Numerical Optimization*, 2nd ed.,
+section 8.1). A lookup table answers ``f(x)`` from the table and the two others from
+whatever it falls back to, so the second difference shows the full gap between the stored
+answer and the fallback. The direction ``delta`` is drawn from the operating system's
+entropy at every run, so no table can hold the nudged inputs; for an honest function the
+verdict does not depend on the draw, which keeps the notebook's and the command line's
+grades equal.
+
+What it cannot see: a table keyed by inputs rounded coarsely enough that the nudge (a
+relative ``1e-8`` in float64, ``1e-5`` in float32) keeps the key, and a fallback that is
+itself right to within the tolerance, which earns its points honestly anyway.
+"""
+
+import numpy as np
+
+# Relative size of the nudge, per input dtype, and the largest second difference, relative
+# to (1 + the largest output entry), that a smooth function may show, per output dtype.
+NUDGE = {np.dtype(np.float64): 1e-8, np.dtype(np.float32): 1e-5}
+TOLERANCE = {np.dtype(np.float64): 1e-4, np.dtype(np.float32): 3e-3}
+MAX_DEPTH = 4
+
+
+def nudgeable(value, depth=0):
+    """True if ``value`` holds a finite float64/float32 array entry this module would nudge
+    (in itself or in nested tuples, lists and dicts)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype in NUDGE and value.size > 0 and bool(np.isfinite(value).any())
+    if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+        return any(nudgeable(v, depth + 1) for v in value)
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        return any(nudgeable(v, depth + 1) for v in value.values())
+    return False
+
+
+def generic(args, kwargs):
+    """True if the first float array among the arguments has at least two distinct finite
+    values: a call on all-zero or constant inputs (Hypothesis starts with those) may be
+    one where the stored answer and the fallback agree, so it is not worth probing."""
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, np.ndarray) and value.dtype in NUDGE:
+            finite = value[np.isfinite(value)]
+            return finite.size > 1 and float(finite.max()) > float(finite.min())
+    return False
+
+
+def _direction(value, rng, depth=0):
+    """A random step of the same structure as ``value``: arrays of the nudged dtypes get
+    ``NUDGE * max(1, max |finite entry|) * U(-1, 1)`` on their finite entries, zero
+    elsewhere; every other leaf gets None."""
+    if isinstance(value, np.ndarray):
+        if value.dtype not in NUDGE or value.size == 0:
+            return None
+        finite = np.isfinite(value)
+        if not finite.any():
+            return None
+        size = NUDGE[value.dtype] * max(1.0, float(np.abs(value[finite]).max()))
+        return np.where(finite, rng.uniform(-size, size, value.shape), 0.0)
+    if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+        return [_direction(v, rng, depth + 1) for v in value]
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        return {k: _direction(v, rng, depth + 1) for k, v in value.items()}
+    return None
+
+
+def _moved(value, step, times, depth=0):
+    """``value + times * step`` in the structure and dtypes of ``value`` (a new object)."""
+    if step is None:
+        return value
+    if isinstance(value, np.ndarray):
+        moved = (value.astype(np.float64) + times * step).astype(value.dtype)
+        return np.where(np.isfinite(value), moved, value)
+    if isinstance(value, (tuple, list)):
+        items = [_moved(v, s, times, depth + 1) for v, s in zip(value, step)]
+        return type(value)(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {k: _moved(v, step[k], times, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _leaves(value, path="result", depth=0):
+    """``[(path, array)]`` of the float arrays in a result, and its structure as a string
+    (types, shapes, dtypes and dict keys): a smooth function keeps its structure."""
+    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.kind == "f":
+        arr = np.asarray(value)
+        return [(path, arr)], f"{arr.dtype}{arr.shape}"
+    if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+        found, parts = [], []
+        for i, v in enumerate(value):
+            f, s = _leaves(v, f"{path}[{i}]", depth + 1)
+            found += f
+            parts.append(s)
+        return found, f"{type(value).__name__}({', '.join(parts)})"
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        found, parts = [], []
+        for k in sorted(value, key=repr):
+            f, s = _leaves(value[k], f"{path}[{k!r}]", depth + 1)
+            found += f
+            parts.append(f"{k!r}: {s}")
+        return found, "{" + ", ".join(parts) + "}"
+    if isinstance(value, np.ndarray):
+        return [], f"{value.dtype}{value.shape}"
+    return [], type(value).__name__
+
+
+def jump(results):
+    """How far three results ``f(x), f(x + d), f(x + 2d)`` are from a smooth function.
+
+    Returns:
+        None if their second difference is within ``TOLERANCE`` (or they hold no float
+        arrays), else a sentence naming the output and the size of the jump.
+    """
+    (leaves0, shape0), (leaves1, shape1), (leaves2, shape2) = (_leaves(r) for r in results)
+    if not shape0 == shape1 == shape2:
+        return f"the structure of its result changed: {shape0} became {shape1}"
+    for (path, a0), (_, a1), (_, a2) in zip(leaves0, leaves1, leaves2):
+        finite = np.isfinite(a0) & np.isfinite(a1) & np.isfinite(a2)
+        if not np.array_equal(finite, np.isfinite(a0)) or not np.array_equal(
+                np.isfinite(a0), np.isfinite(a1)):
+            return f"{path} gained or lost non-finite entries"
+        if not finite.any():
+            continue
+        second = (a2[finite].astype(np.float64) - 2 * a1[finite].astype(np.float64)
+                  + a0[finite].astype(np.float64))
+        scale = 1.0 + float(np.abs(a0[finite]).max())
+        size = float(np.abs(second).max()) / scale
+        tolerance = TOLERANCE.get(a0.dtype, TOLERANCE[np.dtype(np.float32)])
+        if size > tolerance:
+            return (f"{path} jumped by {size:.3g} (relative to 1 + its largest entry; a "
+                    f"smooth function stays below {tolerance:g})")
+    return None
+
+
+def probe(fn, recorded, invoke, rng=None, calls=3):
+    """Call ``fn`` on nudged copies of recorded calls and say whether it jumps.
+
+    Args:
+        fn: the student's function (as graded: isolated, maybe sandboxed).
+        recorded: list of ``(args, kwargs)`` the graders called ``fn`` with (private
+            copies, taken before the call); the first ``calls`` of them that are
+            ``generic`` are probed.
+        invoke: ``invoke(fn, args, kwargs) -> result``, the engine's guarded call (time
+            limit, silenced output); it raises what the student's code raises.
+        rng: numpy Generator for the directions (default: fresh OS entropy).
+
+    Returns:
+        None, or a sentence saying which call showed answers that follow the identity of
+        the inputs rather than their values.
+    """
+    rng = np.random.default_rng() if rng is None else rng
+    for args, kwargs in [call for call in recorded if generic(*call)][:calls]:
+        step_args, step_kwargs = _direction(list(args), rng), _direction(dict(kwargs), rng)
+        try:
+            base = invoke(fn, list(_moved(list(args), step_args, 0)),
+                          _moved(dict(kwargs), step_kwargs, 0))
+        except Exception:  # it fails on the graders' own input too: nothing to compare
+            continue
+        results = [base]
+        for times in (1, 2):
+            try:
+                results.append(invoke(fn, list(_moved(list(args), step_args, times)),
+                                      _moved(dict(kwargs), step_kwargs, times)))
+            except Exception as exc:
+                return (f"it returned on one of the graders' inputs but raised "
+                        f"{type(exc).__name__} when that input was moved by a relative 1e-5 or "
+                        f"less: its answers follow the exact input "
+                        f"(a lookup of stored answers?), not a computation")
+        gap = jump(results)
+        if gap is not None:
+            return (f"moving one of the graders' inputs by a relative 1e-5 or less changed "
+                    f"its answer abruptly ({gap}), "
+                    f"which no computation of this contract does: its answers follow the "
+                    f"exact input (a lookup of stored answers?), not a computation")
+    return None

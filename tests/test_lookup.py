@@ -1,0 +1,180 @@
+"""Answers looked up by input hash: a submission that stores the right answers for every
+input the graders use, and computes something wrong for any other, scores full marks on
+fixed inputs alone. The graders repeat a few of their calls on nudged inputs
+(``grader_tests.lookup``) and give such a function 0 with a ``tampering`` flag, in the
+student's own process and in the sandbox alike; honest functions are never flagged."""
+
+import copy
+import hashlib
+import inspect
+import pickle
+import textwrap
+
+import numpy as np
+import pytest
+
+from grader_tests import core, lookup
+from grader_tests.sandbox import grade_isolated
+from solutions import attention as ref
+from tests.catalogue import build_namespace
+from tests.catalogue.correct import CORRECT
+
+REFERENCE = inspect.getsource(ref)
+
+# The student's side: a key over the exact bytes of every argument, a table of stored
+# answers loaded from a file, and a wrong computation for anything not in the table.
+KEY_SOURCE = '''
+import hashlib as _hashlib
+import pickle as _pickle
+
+def _key(args, kwargs):
+    def norm(v):
+        if isinstance(v, np.ndarray):
+            return ("nd", v.dtype.str, v.shape, np.ascontiguousarray(v).tobytes())
+        if isinstance(v, dict):
+            return ("dict", tuple((k, norm(v[k])) for k in sorted(v)))
+        if isinstance(v, (list, tuple)):
+            return ("seq", tuple(norm(x) for x in v))
+        return ("py", repr(v))
+    return _hashlib.sha256(_pickle.dumps(norm((tuple(args), dict(kwargs))))).hexdigest()
+'''
+
+CHEATS = {
+    "softmax": '''
+        with open({table!r}, "rb") as _f:
+            _ANSWERS = _pickle.load(_f)
+
+        def softmax(*args, **kwargs):
+            answer = _ANSWERS.get(_key(args, kwargs))
+            if answer is not None:
+                return __import__("copy").deepcopy(answer)
+            scores = args[0]
+            return np.exp(scores) / np.exp(scores).sum()     # wrong: one sum over everything
+    ''',
+    "layer_norm_backward": '''
+        with open({table!r}, "rb") as _f:
+            _ANSWERS = _pickle.load(_f)
+
+        def layer_norm_backward(*args, **kwargs):
+            answer = _ANSWERS.get(_key(args, kwargs))
+            if answer is not None:
+                return __import__("copy").deepcopy(answer)
+            dy, cache = args
+            return dy * cache["gamma"], np.zeros(dy.shape[-1]), np.zeros(dy.shape[-1])
+    ''',
+}
+
+
+def _key_function():
+    space = {"np": np}
+    exec(KEY_SOURCE, space)
+    return space["_key"]
+
+
+def record_answers(name, path):
+    """Grade the reference's ``name`` in this process, store the reference's answer to
+    every call the graders make, keyed as the cheat keys them, in the file ``path``."""
+    key, table = _key_function(), {}
+    original = core._invoke
+
+    def spy(fn, args, kwargs):
+        k = key(args, kwargs) if fn is core._current["target"] else None
+        result = original(fn, args, kwargs)
+        if k is not None:
+            table[k] = copy.deepcopy(result)
+        return result
+
+    core._invoke = spy
+    try:
+        result = core.grade_function(name, build_namespace({}))
+    finally:
+        core._invoke = original
+    assert result.score == result.max_score
+    assert len(table) >= 5, table
+    path.write_bytes(pickle.dumps(table))
+
+
+def cheat_source(name, table):
+    return (REFERENCE + "\n" + KEY_SOURCE + "\n"
+            + textwrap.dedent(CHEATS[name]).format(table=str(table)))
+
+
+def grade(source, name, mode, tmp_path):
+    """``(FunctionResult of name, flags)`` graded in this process or in the sandbox."""
+    if mode == "in-process":
+        space = {"__name__": "submission"}
+        exec(compile(source, "submission.py", "exec"), space)
+        return core.grade_function(name, space), None
+    path = tmp_path / "attention.py"
+    path.write_text(source)
+    results, cell_errors, flags = grade_isolated(str(path), names=[name, "causal_mask"])
+    assert cell_errors == [], cell_errors
+    assert results["causal_mask"].score == results["causal_mask"].max_score
+    return results[name], flags
+
+
+@pytest.mark.parametrize("mode", ["in-process", "isolated"])
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_answers_looked_up_by_input_score_zero_and_are_flagged(name, mode, tmp_path,
+                                                                monkeypatch):
+    table = tmp_path / "answers.pkl"
+    record_answers(name, table)
+    source = cheat_source(name, table)
+
+    # Without the nudged calls the table answers every check: full marks, unearned.
+    with monkeypatch.context() as m:
+        m.setattr(lookup, "probe", lambda *a, **k: None)
+        unprobed, _ = grade(source, name, mode, tmp_path)
+    assert unprobed.score == unprobed.max_score, [c for c in unprobed.checks if not c.passed]
+
+    result, flags = grade(source, name, mode, tmp_path)
+    assert result.score == 0
+    assert set(result.faults) == {"tampering"}, result.faults
+    message = result.checks[0].message
+    assert "lookup of stored answers" in message and "changed its answer abruptly" in message
+    if mode == "isolated":
+        assert any(f.startswith(f"{name}:") and "lookup" in f for f in flags), flags
+
+
+def test_a_function_that_raises_off_the_graders_inputs_is_flagged():
+    space = {}
+    exec(REFERENCE, space)
+    known = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.75]])
+
+    def softmax(scores, axis=-1):  # answers the one input it knows, refuses any other
+        if np.array_equal(scores, known):
+            return space["softmax"](scores, axis)
+        raise KeyError("not in my table")
+
+    message = lookup.probe(softmax, [((known.copy(),), {})], lambda fn, a, k: fn(*a, **k))
+    assert message and "raised KeyError" in message
+
+
+@pytest.mark.parametrize("entry", [None] + [c.id for c in CORRECT])
+def test_honest_functions_are_never_flagged(entry):
+    """Every correct variant of the catalogue, probed with 8 different random nudges:
+    the largest second difference stays far below the tolerance."""
+    correct = {c.id: c for c in CORRECT}
+    space = build_namespace({} if entry is None else correct[entry].sources, entry or "ref")
+    names = [n for n in core.POINTS if not n.startswith("exercise_")]
+    rng = np.random.default_rng(7)
+    for name in names:
+        recorded = []
+        original = core._invoke
+
+        def spy(fn, args, kwargs):
+            if fn is core._current["target"] and lookup.nudgeable([args, kwargs]):
+                recorded.append(copy.deepcopy((args, kwargs)))
+            return original(fn, args, kwargs)
+
+        core._invoke = spy
+        try:
+            result = core.grade_function(name, space)
+        finally:
+            core._invoke = original
+        assert result.score == result.max_score, (name, result.faults)
+        target = core.isolate(space[name], space)
+        probed = [c for c in recorded if lookup.generic(*c)][:6]
+        for _ in range(8):
+            assert lookup.probe(target, probed, lambda fn, a, k: fn(*a, **k), rng=rng,
+                                calls=6) is None, name
