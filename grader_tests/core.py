@@ -377,26 +377,28 @@ def _student_error_message(name, exc):
     return f"calling {name} raised {text}"
 
 
-def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT):
+def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT, points=None):
     """Run every check registered for ``name`` against ``namespace[name]``.
 
     Args:
-        name: str, a key of ``POINTS``.
+        name: str, a key of ``points``.
         namespace: dict of the student's definitions (a notebook's globals or a module's
             ``vars``).
         time_limit_s: float, seconds one call of the student's function may run; after
             one time-out (or once ``FUNCTION_TIME_BUDGET`` is spent) the remaining
             checks are not run and fail with ``timeout``.
+        points: dict graded name -> points of the assignment (default ``POINTS``, the
+            `attention` assignment; ``checks_training.POINTS_TRAINING`` for `training`).
 
     Returns:
         FunctionResult, score in points.
 
     Raises:
-        KeyError: if ``name`` is not a graded name.
+        KeyError: if ``name`` is not a graded name of ``points``.
     """
     from . import checks  # noqa: F401  (registers every check)
 
-    max_score = float(POINTS[name])
+    max_score = float((POINTS if points is None else points)[name])
     registered = CHECKS[name]
     started = time.perf_counter()
     results = []
@@ -488,6 +490,9 @@ def _borrowed(fn, namespace):
 
     Looks at ``fn`` itself and at every global name its code (and nested code) reads:
     a module or function of ``solutions`` / ``grader_tests`` reached that way is flagged.
+    The graded names of SPEC section 1 are left out: ``isolate`` binds them to the
+    reference for the checks anyway, and they legitimately are the reference where the
+    reference stands in for them (the training notebook on the instructor's side).
     """
     found = borrowed_reference(fn)
     if found:
@@ -499,7 +504,7 @@ def _borrowed(fn, namespace):
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     home = getattr(fn, "__globals__", namespace)
-    for n in sorted(names):
+    for n in sorted(names - set(SPEC_FUNCTIONS)):
         value = home.get(n)
         module = value if isinstance(value, types.ModuleType) else None
         if module is not None:

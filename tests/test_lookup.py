@@ -178,3 +178,15 @@ def test_honest_functions_are_never_flagged(entry):
         for _ in range(8):
             assert lookup.probe(target, probed, lambda fn, a, k: fn(*a, **k), rng=rng,
                                 calls=6) is None, name
+
+
+def test_honest_training_functions_are_never_flagged():
+    """The training reference graded five times (a fresh nudge each time): full marks."""
+    from grader_tests.checks_training import POINTS_TRAINING, grade_function
+    from tests.test_training import submission
+
+    space = submission()
+    for _ in range(5):
+        for name in POINTS_TRAINING:
+            result = grade_function(name, space)
+            assert result.score == result.max_score, (name, result.faults)

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from grader_tests.checks_training import (
-    CHECK_TIME_LIMIT,
     POINTS_TRAINING,
     grade_function,
 )
@@ -252,6 +251,25 @@ def test_reference_gets_full_marks():
         failed = [(c.name, c.fault, c.message) for c in result.checks if not c.passed]
         assert failed == [], name
         assert result.score == POINTS_TRAINING[name]
+
+
+def test_full_marks_when_the_attention_functions_are_the_kits_reference():
+    """On the instructor's side (no attention notebook beside the training one) the gate
+    defines the attention functions as the kit's reference; a block_backward that calls
+    them by name, or through ``ops``, is the student's own work all the same."""
+    from solutions import attention as attention_reference
+
+    ns = submission("""
+        _ops_backward = block_backward
+        def block_backward(dy, cache, ops):
+            assert layer_norm_backward is not None      # reads a graded name as a global
+            return _ops_backward(dy, cache, ops)
+    """)
+    ns.update({name: getattr(attention_reference, name)
+               for name in attention_reference.SPEC_FUNCTIONS})
+    for name in POINTS_TRAINING:
+        result = grade_function(name, ns)
+        assert [(c.name, c.message) for c in result.checks if not c.passed] == [], name
 
 
 def test_reference_module_itself_is_flagged_as_borrowed():
@@ -498,12 +516,6 @@ def test_differently_written_correct_implementations_get_full_marks(case):
     name, source = CORRECT[case]
     result = grade_function(name, submission(source))
     assert [(c.name, c.message) for c in result.checks if not c.passed] == []
-
-
-def test_checks_stay_well_inside_their_time_limit():
-    ns = submission()
-    for name in POINTS_TRAINING:
-        assert grade_function(name, ns).seconds < CHECK_TIME_LIMIT * len(CHECKS[name]) / 4
 
 
 # --- the notebook ---------------------------------------------------------------------------

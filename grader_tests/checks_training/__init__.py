@@ -1,25 +1,19 @@
 """Hidden graders of assignment `training` (SPEC section 3), registered with
 ``core.check`` under their own graded names.
 
-``POINTS_TRAINING`` holds the points of those names (they sum to 100). ``core.POINTS``
-belongs to assignment `attention` and ``core.grade_function`` reads only that table, so
-this package carries its own small runner, ``grade_function``, which uses the engine's
-pieces (``call``, ``isolate``, time limits, tampering checks, ``FunctionResult``) in the
-same way. ``grade(name, namespace)`` is the one call of a hidden cell of the training
-notebook.
+``POINTS_TRAINING`` holds the points of those names (they sum to 100); the engine's runner
+(``core.grade_function`` with ``points=POINTS_TRAINING``) runs them exactly as it runs the
+checks of `attention`: the same isolation, per-call time limit (only the student's own
+time counts), tampering checks and input-lookup probe. ``grade(name, namespace)`` is the
+one call of a hidden cell of the training notebook.
 
 The checks hand the student's functions the reference of everything else through an
 ``ops`` namespace (``solutions.training.make_ops``), so a bug costs only the points of the
 function that has it, including bugs in the student's `attention` functions.
 """
 
-import contextlib
-import io
-import time
-import warnings
-
 from .. import core
-from ..core import CheckResult, FunctionResult, StubHit, StudentTimeout, format_result
+from ..core import CALL_TIME_LIMIT, format_result
 
 # Points of the graded names of `training`; they sum to 100 and are the nbgrader points of
 # the hidden cells of source/training/training.ipynb.
@@ -33,22 +27,17 @@ POINTS_TRAINING = {
     "model_param_count": 12,
 }
 
-# Seconds one check may run in all (the gradient checks run a few hundred forward passes
-# of a tiny model in the grader's own code, around one call of the student's function).
-CHECK_TIME_LIMIT = 20.0
-
 from ..notebook import RESULT_MIME
 from . import adam, batch, block, counting, generation, loss  # noqa: F401  (registers)
 
 
-def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
-    """Run every check registered for the training name ``name`` on ``namespace[name]``.
+def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT):
+    """``core.grade_function`` for a graded name of `training`.
 
     Args:
         name: str, a key of ``POINTS_TRAINING``.
         namespace: dict of the student's definitions (a notebook's globals).
-        time_limit_s: float, seconds each check may run; after a time-out the remaining
-            checks fail with ``timeout`` without running.
+        time_limit_s: float, seconds one call of the student's function may run.
 
     Returns:
         ``core.FunctionResult``, score in points (partial credit: points times the share of
@@ -57,70 +46,10 @@ def grade_function(name, namespace, time_limit_s=CHECK_TIME_LIMIT):
     Raises:
         KeyError: if ``name`` is not a graded name of `training`.
     """
-    max_score = float(POINTS_TRAINING[name])
-    registered = core.CHECKS[name]
-    started = time.perf_counter()
-    target = namespace.get(name)
-    if not callable(target):
-        return _all_failed(name, registered, "not-implemented",
-                           f"{name} is not defined in the submission: define a function named "
-                           f"{name} (names are case-sensitive).", max_score, started)
-    borrowed = core._borrowed(target, namespace)
-    if borrowed:
-        return _all_failed(name, registered, "tampering", f"{name}: {borrowed}.", max_score,
-                           started)
-    problems = core.environment_problems()
-    if problems:
-        return _all_failed(name, registered, "tampering",
-                           f"the grading environment was altered before {name} was graded: "
-                           f"{'; '.join(problems)}.", max_score, started)
-    target = core.isolate(target, namespace)
-    results, timed_out = [], False
-    for title, check_fn in registered:
-        if timed_out:
-            results.append(CheckResult(title, False, "timeout",
-                                       f"not run: {name} already exceeded its time limit of "
-                                       f"{time_limit_s:g} s in an earlier check."))
-            continue
-        sink = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
-                    warnings.catch_warnings(), core.time_limit(time_limit_s):
-                warnings.simplefilter("ignore")
-                check_fn(target)
-        except core.Fail as failure:
-            results.append(CheckResult(title, False, failure.fault, failure.message))
-        except StudentTimeout:
-            timed_out = True
-            results.append(CheckResult(title, False, "timeout",
-                                       f"{name} did not return within {time_limit_s:g} s: look "
-                                       f"for a loop that never ends."))
-        except (NotImplementedError, StubHit):
-            results.append(CheckResult(title, False, "not-implemented",
-                                       f"{name} still raises NotImplementedError: replace the "
-                                       f"`raise NotImplementedError()` line with your code."))
-        except Exception as exc:  # the student's own error, reported as a crash
-            results.append(CheckResult(title, False, "crash",
-                                       core._student_error_message(name, exc)))
-        else:
-            results.append(CheckResult(title, True, None, ""))
-    problems = core.environment_problems()
-    if problems:
-        return _all_failed(name, registered, "tampering",
-                           f"grading {name} altered the grading environment: "
-                           f"{'; '.join(problems)}.", max_score, started)
-    passed = sum(r.passed for r in results)
-    return FunctionResult(name, max_score * passed / len(results), max_score, results,
-                          time.perf_counter() - started)
+    return core.grade_function(name, namespace, time_limit_s, points=POINTS_TRAINING)
 
 
-def _all_failed(name, registered, fault, message, max_score, started):
-    return FunctionResult(name, 0.0, max_score,
-                          [CheckResult(title, False, fault, message) for title, _ in registered],
-                          time.perf_counter() - started)
-
-
-def grade_namespace(namespace, names=None, time_limit_s=CHECK_TIME_LIMIT):
+def grade_namespace(namespace, names=None, time_limit_s=CALL_TIME_LIMIT):
     """Grade every name of ``POINTS_TRAINING`` (or ``names``); dict name -> FunctionResult."""
     names = list(POINTS_TRAINING) if names is None else list(names)
     return {n: grade_function(n, namespace, time_limit_s) for n in names}
