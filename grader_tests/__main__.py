@@ -3,13 +3,19 @@
     python -m grader_tests grade PATH [--json] [--only NAME ...] [--in-process]
     python -m grader_tests batch [SUBMITTED] [--workers N] ...   (see batch.py)
 
-PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1.
-Its code runs in a sandbox process (``sandbox.py``: time and memory limits, no access
-to the graders or the reference); ``--in-process`` runs it here instead. Without
+PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1
+(assignment `attention`), or a filled-in `training` notebook (recognised by its gate cell;
+``--assignment`` overrides). Its code runs in a sandbox process (``sandbox.py``: time and
+memory limits, no access to the graders or the reference); ``--in-process`` runs it here
+instead. A `training` notebook is always graded in this process, as nbgrader's hidden cells
+grade it in the student's kernel: its checks hand the student's functions the reference
+model (an ``ops`` namespace of functions), which cannot cross the sandbox's plain-data
+wire; a ``note:`` line (``"isolated": false`` in the JSON) says so. Without
 ``--json`` a plain-text report per graded name is printed; with it, one JSON
 object ``{"score", "max_score", "functions": {NAME: {"score", "max_score", "checks":
 [{"name", "passed", "fault", "message"}]}}, "cell_errors": [str], "flags": [str]}``
-(``flags``: tampering the sandbox saw). The exit status is 0 when grading ran
+(``flags``: tampering the sandbox or the checks saw; ``"assignment"`` and ``"isolated"``
+too). The exit status is 0 when grading ran
 (whatever the score) and 2 when the submission could not be read.
 """
 
@@ -19,19 +25,31 @@ import os
 import sys
 
 from .core import POINTS, format_result, grade_namespace, report_dict
-from .sandbox import grade_isolated
-from .submission import SubmissionError, code_of_notebook, load
+from .sandbox import grade_isolated, tampering_flags
+from .submission import SubmissionError, assignment_of, code_of_notebook, load
+
+ASSIGNMENTS = ("attention", "training")
+
+
+def _training_points():
+    from .checks_training import POINTS_TRAINING
+
+    return POINTS_TRAINING
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader_tests",
-                                     description="Grade an attention submission.")
+                                     description="Grade an attention or training "
+                                                 "submission.")
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grade", help="grade one notebook or .py file")
     g.add_argument("path")
     g.add_argument("--json", action="store_true", help="print one JSON object")
-    g.add_argument("--only", nargs="+", choices=list(POINTS), metavar="NAME",
-                   help="grade only these names")
+    g.add_argument("--only", nargs="+", choices=list(POINTS) + list(_training_points()),
+                   metavar="NAME", help="grade only these names")
+    g.add_argument("--assignment", choices=ASSIGNMENTS, default=None,
+                   help="which assignment PATH belongs to (default: a notebook with the "
+                        "training gate cell is `training`, anything else `attention`)")
     g.add_argument("--in-process", action="store_true",
                    help="run the submission in this process (faster, no isolation; for "
                         "trusted code such as the reference)")
@@ -48,14 +66,32 @@ def main(argv=None):
 
     if not os.path.isfile(args.path):
         return _unreadable(args, f"{args.path}: no such file")
-    flags = []
-    if args.in_process:
+    flags, notes = [], []
+    try:
+        assignment = args.assignment or assignment_of(args.path)
+    except SubmissionError as exc:
+        return _unreadable(args, str(exc))
+    points = POINTS if assignment == "attention" else _training_points()
+    foreign = [n for n in args.only or () if n not in points]
+    if foreign:
+        return _unreadable(args, f"{', '.join(foreign)}: not graded in assignment {assignment}")
+    isolated = assignment == "attention" and not args.in_process
+    if not isolated:
         try:
-            loaded = load(args.path)
+            loaded = load(args.path, assignment=assignment)
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
-        results = grade_namespace(loaded.namespace, args.only)
+        if assignment == "training":
+            from .checks_training import grade_namespace as grade_training
+
+            results = grade_training(loaded.namespace, args.only)
+            if not args.in_process:
+                notes.append("training notebooks are graded in this process, not in a sandbox "
+                             "(its checks pass the reference model to the student's functions)")
+        else:
+            results = grade_namespace(loaded.namespace, args.only)
         cell_errors = loaded.cell_errors
+        flags = tampering_flags(results)
     else:
         try:
             code_of_notebook(args.path) if not args.path.endswith(".py") else None
@@ -66,6 +102,8 @@ def main(argv=None):
         report = report_dict(results)
         report["cell_errors"] = cell_errors
         report["flags"] = flags
+        report["assignment"] = assignment
+        report["isolated"] = isolated
         print(json.dumps(report, indent=1))
     else:
         for r in results.values():
@@ -77,6 +115,8 @@ def main(argv=None):
             print(f"note: a cell failed while loading: {err}")
         for flag in flags:
             print(f"FLAG: {flag}")
+        for note in notes:
+            print(f"note: {note}")
     return 0
 
 

@@ -4,9 +4,12 @@ From a notebook, the code cells that define the student's work are run in order:
 solution cells, the cells tagged ``setup`` (imports) and any cell the student added
 (no nbgrader metadata). Grade cells (hidden and visible tests) and the lesson's locked
 cells are skipped: they test or demonstrate, they define nothing the graders need.
-IPython syntax (``%magic``, ``!shell``) in a kept cell is commented out.
+IPython syntax (``%magic``, ``!shell``) in a kept cell is commented out. From the
+`training` notebook the given cells (``given_*``: constants, the model, the loop) run too,
+and its gate cell does not (``load(..., assignment="training")``).
 """
 
+import ast
 import contextlib
 import io
 import json
@@ -33,8 +36,18 @@ class Loaded:
     cell_errors: list = field(default_factory=list)
 
 
-def _keep(cell):
+# Locked cells of the training notebook whose grade id starts with this define the model,
+# the loop and the constants the student's functions use: they run too (see ``load``).
+GIVEN_PREFIX = "given_"
+# The training notebook's first cell (it loads the student's attention notebook).
+GATE_ID = "gate"
+
+
+def _keep(cell, given=False):
     meta = cell.get("metadata", {}) or {}
+    if given and cell.get("cell_type") == "code" and str(
+            (meta.get("nbgrader") or {}).get("grade_id", "")).startswith(GIVEN_PREFIX):
+        return True
     if cell.get("cell_type") == "raw" and (meta.get("nbgrader") or {}).get("solution"):
         return True  # a solution cell turned into raw by mistake: its code is still the answer
     if cell.get("cell_type") != "code":
@@ -50,12 +63,7 @@ def _keep(cell):
     return True
 
 
-def code_of_notebook(path):
-    """The code a grader runs from notebook ``path``: list of ``(cell_index, source)``.
-
-    Raises:
-        SubmissionError: if the file is not a readable notebook.
-    """
+def _cells(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -65,14 +73,78 @@ def code_of_notebook(path):
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise SubmissionError(f"{path}: not a notebook (no list of cells)")
+    return [cell for cell in cells if isinstance(cell, dict)]
+
+
+def assignment_of(path):
+    """``"training"`` for a notebook with the training gate cell, else ``"attention"``
+    (a ``.py`` file included).
+
+    Raises:
+        SubmissionError: if ``path`` is a notebook that cannot be read.
+    """
+    if path.endswith(".py"):
+        return "attention"
+    for cell in _cells(path):
+        if ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id") == GATE_ID:
+            return "training"
+    return "attention"
+
+
+def gate_definitions(source):
+    """The training gate cell's imports, constants, functions and classes, without the
+    statements that load and check the attention notebook (the graders need the former;
+    the latter would close the gate or open it on the wrong functions). A cell that does
+    not parse is returned unchanged (its error is recorded when it runs)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    kept = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+            kept.append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and not any(
+                isinstance(n, ast.Call) for n in ast.walk(node.value or ast.Constant(None))
+                if not (isinstance(n, ast.Call) and _is_plain_call(n))):
+            kept.append(node)
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))
+
+
+def _is_plain_call(node):
+    """Calls a constant definition may make: ``time.perf_counter()``, ``os.environ.get``."""
+    text = ast.unparse(node.func)
+    return text in ("time.perf_counter", "os.environ.get", "frozenset", "tuple", "dict",
+                    "set", "list")
+
+
+def code_of_notebook(path, given=False):
+    """The code a grader runs from notebook ``path``: list of ``(cell_index, source)``.
+
+    Args:
+        given: also keep the given (locked, ``given_*``) cells of the training notebook.
+
+    Raises:
+        SubmissionError: if the file is not a readable notebook.
+    """
+    cells = _cells(path)
     out = []
     for i, cell in enumerate(cells):
-        if isinstance(cell, dict) and _keep(cell):
+        gate = given and ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get(
+            "grade_id") == GATE_ID and cell.get("cell_type") == "code"
+        if gate or _keep(cell, given):
             source = cell.get("source", "")
             if isinstance(source, list):
                 source = "".join(source)
+            if gate:
+                source = gate_definitions(source)
             out.append((i, MAGIC.sub(r"\1pass  # \2", source)))
     return out
+
+
+def _no_op(*args, **kwargs):
+    """Stands for the gate's ``require_gate`` / ``require_implemented`` while grading."""
+    return None
 
 
 class CellTimeout(BaseException):
@@ -83,13 +155,17 @@ def _alarm(signum, frame):
     raise CellTimeout()
 
 
-def load(path, cell_time_limit=None):
+def load(path, cell_time_limit=None, assignment="attention"):
     """Run a submission's code in a fresh namespace.
 
     Args:
         path: str, a ``.ipynb`` notebook or a ``.py`` module.
         cell_time_limit: float or None, seconds one cell may run (SIGALRM, main thread
             only); a cell that runs longer is stopped and recorded in ``cell_errors``.
+        assignment: ``"attention"`` or ``"training"``. For `training` the given cells run
+            too (the constants and the model the student's functions use), the gate cell
+            does not: ``require_gate`` and ``require_implemented`` are no-ops, and the
+            graders bind the attention functions to the reference themselves.
 
     Returns:
         Loaded. A cell that raises is recorded in ``cell_errors`` and the next cells still
@@ -107,12 +183,16 @@ def load(path, cell_time_limit=None):
         except (OSError, UnicodeDecodeError) as exc:
             raise SubmissionError(f"{path}: unreadable ({exc})") from None
     else:
-        chunks = code_of_notebook(path)
+        chunks = code_of_notebook(path, given=assignment == "training")
     namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
+    if assignment == "training":
+        namespace.update(require_gate=_no_op, require_implemented=_no_op)
     loaded = Loaded(path, namespace)
     use_alarm = bool(cell_time_limit) and hasattr(signal, "SIGALRM") and \
         threading.current_thread() is threading.main_thread()
     for index, source in chunks:
+        if assignment == "training":  # after the gate's definitions too
+            namespace.update(require_gate=_no_op, require_implemented=_no_op)
         sink = io.StringIO()
         previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
         try:

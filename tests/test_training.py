@@ -770,3 +770,44 @@ def test_unlock_refuses_without_a_release(tmp_path):
                              f"sqlite:///{tmp_path / 'gradebook.db'}", "--root", str(tmp_path)],
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert result.returncode == 2 and "generate_assignment training" in result.stderr
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def _cli(path, capsys, *extra):
+    from grader_tests.__main__ import main
+
+    assert main(["grade", str(path), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_command_line_grades_the_instructor_notebook_full_marks(tmp_path, capsys):
+    shutil.copy(ROOT / "source" / "training" / "training.ipynb", tmp_path / "training.ipynb")
+    report = _cli(tmp_path / "training.ipynb", capsys)
+    assert report["assignment"] == "training" and report["isolated"] is False
+    assert report["cell_errors"] == [] and report["flags"] == []
+    assert set(report["functions"]) == set(POINTS_TRAINING)
+    assert report["score"] == report["max_score"] == 100
+
+
+def test_command_line_grades_the_release_zero_with_every_check_not_implemented(tmp_path, capsys):
+    shutil.copy(ROOT / "release" / "training" / "training.ipynb", tmp_path / "training.ipynb")
+    report = _cli(tmp_path / "training.ipynb", capsys)
+    assert report["score"] == 0 and report["cell_errors"] == []
+    faults = {c["fault"] for f in report["functions"].values() for c in f["checks"]}
+    assert faults == {"not-implemented"}, faults
+
+
+def test_command_line_costs_a_bug_only_its_function(tmp_path, capsys):
+    nb = nbformat.read(str(ROOT / "source" / "training" / "training.ipynb"), as_version=4)
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "adam_step_solution")
+    assert cell.source.count("1.0 - beta2 ** t") + cell.source.count("1 - beta2 ** t") >= 1
+    cell.source = cell.source.replace("1.0 - beta2 ** t", "1.0").replace("1 - beta2 ** t", "1")
+    nbformat.write(nb, str(tmp_path / "training.ipynb"))
+    report = _cli(tmp_path / "training.ipynb", capsys, "--only", "adam_step", "make_batch")
+    assert report["functions"]["make_batch"]["score"] == POINTS_TRAINING["make_batch"]
+    adam = report["functions"]["adam_step"]
+    assert adam["score"] < adam["max_score"]
+    assert {c["fault"] for c in adam["checks"] if not c["passed"]} <= set(FAULTS)
