@@ -7,10 +7,9 @@ PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC sect
 (assignment `attention`), or a filled-in `training` notebook (recognised by its gate cell;
 ``--assignment`` overrides). Its code runs in a sandbox process (``sandbox.py``: time and
 memory limits, no access to the graders or the reference); ``--in-process`` runs it here
-instead. A `training` notebook is always graded in this process, as nbgrader's hidden cells
-grade it in the student's kernel: its checks hand the student's functions the reference
-model (an ``ops`` namespace of functions), which cannot cross the sandbox's plain-data
-wire; a ``note:`` line (``"isolated": false`` in the JSON) says so. Without
+instead. For a `training` notebook the sandbox also runs its given cells, and the
+reference model the checks hand the student's functions (an ``ops`` namespace) answers
+from this process through callbacks. Without
 ``--json`` a plain-text report per graded name is printed; with it, one JSON
 object ``{"score", "max_score", "functions": {NAME: {"score", "max_score", "checks":
 [{"name", "passed", "fault", "message"}]}}, "cell_errors": [str], "flags": [str]}``
@@ -75,7 +74,7 @@ def main(argv=None):
     foreign = [n for n in args.only or () if n not in points]
     if foreign:
         return _unreadable(args, f"{', '.join(foreign)}: not graded in assignment {assignment}")
-    isolated = assignment == "attention" and not args.in_process
+    isolated = not args.in_process
     if not isolated:
         try:
             loaded = load(args.path, assignment=assignment)
@@ -85,9 +84,6 @@ def main(argv=None):
             from .checks_training import grade_namespace as grade_training
 
             results = grade_training(loaded.namespace, args.only)
-            if not args.in_process:
-                notes.append("training notebooks are graded in this process, not in a sandbox "
-                             "(its checks pass the reference model to the student's functions)")
         else:
             results = grade_namespace(loaded.namespace, args.only)
         cell_errors = loaded.cell_errors
@@ -97,7 +93,8 @@ def main(argv=None):
             code_of_notebook(args.path) if not args.path.endswith(".py") else None
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
-        results, cell_errors, flags = grade_isolated(args.path, args.only)
+        results, cell_errors, flags = grade_isolated(args.path, args.only,
+                                                     assignment=assignment)
     if args.json:
         report = report_dict(results)
         report["cell_errors"] = cell_errors

@@ -9,6 +9,7 @@ names it reaches are answered by the grader, through callbacks, with the referen
 report what it noticed. Every message is ``wire`` JSON.
 """
 
+import functools
 import os
 import sys
 import types
@@ -51,18 +52,69 @@ def _audit(event, args):
 
 
 class Callback:
-    """Stands for a graded name inside a student function: the grader answers the call."""
+    """Stands for a function of the grader's inside the student's process (a graded name
+    the student's function reaches, or a field of an ``ops`` namespace the grader passed):
+    calling it asks the grader, which may call back into this process meanwhile."""
 
     def __init__(self, conn, table, name):
         self.conn, self.table, self.name = conn, table, name
 
     def __call__(self, *args, **kwargs):
-        self.conn.send_bytes(wire.dumps({"op": "callback", "name": self.name, "args": list(args),
-                                         "kwargs": kwargs}, self.table, integrity.rigged_object))
-        reply = wire.loads(self.conn.recv_bytes(), self.table)
-        if reply["op"] == "callback-error":
-            raise _builtin_exception(reply["type"])(reply["message"])
-        return reply["value"]
+        send(self.conn, {"op": "callback", "name": self.name, "args": list(args),
+                         "kwargs": kwargs}, self.table)
+        while True:
+            reply = receive(self.conn, self.table)
+            if reply["op"] in ("call", "call-handle"):  # the grader calls us back meanwhile
+                send(self.conn, serve(reply), self.table)
+                continue
+            if reply["op"] == "callback-error":
+                raise _builtin_exception(reply["type"])(reply["message"])
+            return reply["value"]
+
+
+FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                  functools.partial, np.ufunc)
+
+
+def callable_of(table):
+    """The ``wire`` hook for functions leaving this process: the grader's own come back as
+    its keys; the student's stay here as callable handles."""
+    def ref(obj):
+        if isinstance(obj, Callback):
+            return {"__callable__": obj.name}
+        if isinstance(obj, FUNCTION_TYPES):
+            table[id(obj)] = obj
+            return {"__handle__": id(obj), "callable": True,
+                    "type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+        return None
+    return ref
+
+
+def resolver(conn, table):
+    """The ``wire`` hook for functions arriving from the grader."""
+    def resolve(obj):
+        if "__callable__" in obj:
+            return Callback(conn, table, str(obj["__callable__"]))
+        if "__student__" in obj:
+            return STATE["prepare"](str(obj["__student__"]))
+        return table[obj["__handle__"]]
+    return resolve
+
+
+STATE = {}  # conn, table, prepare(name): what serve() needs
+
+
+def send(conn, message, table):
+    try:
+        data = wire.dumps(message, table, integrity.rigged_object, callable_of(table))
+    except Exception as exc:  # e.g. a value NumPy cannot turn into bytes
+        data = wire.dumps({"op": "raised", "types": ["TypeError"],
+                           "message": f"the result could not be sent: {exc}"})
+    conn.send_bytes(data)
+
+
+def receive(conn, table):
+    return wire.loads(conn.recv_bytes(), table, resolver(conn, table))
 
 
 def _builtin_exception(name):
@@ -103,6 +155,25 @@ def describe(value):
     return {"kind": "value", "value": value}
 
 
+def serve(request):
+    """The reply to one request of the grader (``call``, ``call-handle``, ``problems``;
+    ``load`` is handled by ``main``)."""
+    op = request["op"]
+    if op in ("call", "call-handle"):
+        try:
+            fn = STATE["prepare"](request["name"]) if op == "call" else \
+                STATE["table"][request["id"]]
+            args, kwargs = request["args"], request["kwargs"]
+            result = fn(*args, **kwargs)
+            return {"op": "result", "value": result, "args": list(args), "kwargs": kwargs}
+        except BaseException as exc:  # everything the student's code raises goes back
+            mro = [k.__name__ for k in type(exc).__mro__]
+            return {"op": "raised", "types": mro, "message": str(exc)[:2000]}
+    if op == "problems":
+        return {"op": "problems", "problems": integrity.environment_problems() + ATTEMPTS}
+    return {"op": "error", "message": f"unknown op {op}"}
+
+
 def main():
     fd, memory_mb = int(sys.argv[1]), int(sys.argv[2])
     conn = Connection(fd)
@@ -120,50 +191,39 @@ def main():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     table = {}
     prepared = {}  # graded name -> its isolated function
-    namespace = {}
-    spec_names = ()
+    loaded_state = {"namespace": {}, "spec_names": ()}
+
+    def prepare(name):
+        if name not in prepared:
+            prepared[name] = isolated(loaded_state["namespace"][name], loaded_state["namespace"],
+                                      loaded_state["spec_names"], conn, table)
+        return prepared[name]
+
+    STATE.update(conn=conn, table=table, prepare=prepare)
     while True:
         try:
-            request = wire.loads(conn.recv_bytes(), table)
+            request = receive(conn, table)
         except (EOFError, OSError):
             return
-        op = request["op"]
-        if op == "load":
+        if request["op"] == "load":
             spec_names = tuple(request["spec_names"])
             prepared.clear()
             try:
-                loaded = submission.load(request["path"], request.get("cell_time_limit"))
+                loaded = submission.load(request["path"], request.get("cell_time_limit"),
+                                         request.get("assignment", "attention"))
                 namespace = loaded.namespace
                 errors = loaded.cell_errors
             except submission.SubmissionError as exc:
                 namespace, errors = {}, [str(exc)]
+            loaded_state.update(namespace=namespace, spec_names=spec_names)
             names = {}
-            for key in list(spec_names) + list(request.get("variables", ())):
+            for key in list(request.get("names", spec_names)) + list(request.get("variables", ())):
                 if key in namespace:
                     names[key] = describe(namespace[key])
             reply = {"op": "loaded", "names": names, "cell_errors": errors}
-        elif op == "call":
-            name = request["name"]
-            if name not in prepared:
-                prepared[name] = isolated(namespace[name], namespace, spec_names, conn, table)
-            fn = prepared[name]
-            args, kwargs = request["args"], request["kwargs"]
-            try:
-                result = fn(*args, **kwargs)
-                reply = {"op": "result", "value": result, "args": list(args), "kwargs": kwargs}
-            except BaseException as exc:  # everything the student's code raises goes back
-                mro = [k.__name__ for k in type(exc).__mro__]
-                reply = {"op": "raised", "types": mro, "message": str(exc)[:2000]}
-        elif op == "problems":
-            reply = {"op": "problems", "problems": integrity.environment_problems() + ATTEMPTS}
         else:
-            reply = {"op": "error", "message": f"unknown op {op}"}
-        try:
-            data = wire.dumps(reply, table, integrity.rigged_object)
-        except Exception as exc:  # e.g. a value NumPy cannot turn into bytes
-            data = wire.dumps({"op": "raised", "types": ["TypeError"],
-                               "message": f"the result could not be sent: {exc}"})
-        conn.send_bytes(data)
+            reply = serve(request)
+        send(conn, reply, table)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,16 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+import numpy as np
+
 from solutions import attention as reference
+from solutions.training import ModelConfig
 
 from . import wire
 from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, StudentTimeout,
                    grade_namespace)
 
+wire.register_record(ModelConfig)  # configurations cross as records, rebuilt here as this
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
                       "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
@@ -57,10 +61,13 @@ class Sandbox:
         load_time_limit: float, seconds the whole load may take; each cell gets a third.
     """
 
-    def __init__(self, path, memory_mb=1024, load_time_limit=60.0):
+    def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention"):
         self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
+        self.assignment = assignment
         self.proc = self.conn = None
         self.names, self.cell_errors, self.restarts = {}, [], 0
+        self.callables = {}   # key -> a function of ours the worker may call back
+        self.deadline = None  # of the call in progress: nested calls share it
 
     # -- process management ---------------------------------------------------------------
     def start(self):
@@ -77,6 +84,8 @@ class Sandbox:
         self.conn = Connection(parent.detach())
         reply = self._request({"op": "load", "path": os.path.abspath(self.path),
                                "spec_names": list(SPEC_FUNCTIONS),
+                               "names": list(graded_points(self.assignment)),
+                               "assignment": self.assignment,
                                "variables": list(EXERCISE_VARIABLES),
                                "cell_time_limit": self.load_time_limit / 3},
                               self.load_time_limit)
@@ -110,6 +119,27 @@ class Sandbox:
         self.stop()
 
     # -- the protocol ---------------------------------------------------------------------
+    def _callable_of(self, obj):
+        """How a function of ours travels to the worker (``wire``'s ``callable_of``)."""
+        if isinstance(obj, RemoteFunction):
+            return {"__student__": obj.__name__}
+        if isinstance(obj, RemoteCallable):
+            return {"__handle__": obj.id, "callable": True}
+        key = f"f{id(obj)}"
+        self.callables[key] = obj
+        return {"__callable__": key}
+
+    def _resolve(self, obj):
+        """What a function reference from the worker becomes here (``wire``'s ``resolve``)."""
+        if "__callable__" in obj:
+            return self.callables[str(obj["__callable__"])]
+        if "__student__" in obj:
+            return RemoteFunction(self, str(obj["__student__"]))
+        return RemoteCallable(self, int(obj["__handle__"]), str(obj.get("type", "function")))
+
+    def _dumps(self, message):
+        return wire.dumps(message, callable_of=self._callable_of)
+
     def _receive(self, deadline):
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -117,16 +147,21 @@ class Sandbox:
                 raise StudentTimeout()
             try:
                 if self.conn.poll(0.05 if remaining is None else min(remaining, 0.05)):
-                    return wire.loads(self.conn.recv_bytes())
+                    return wire.loads(self.conn.recv_bytes(), resolve=self._resolve)
             except (EOFError, OSError, ConnectionError):
                 raise WorkerDied() from None
             if self.proc.poll() is not None:
                 raise WorkerDied()
 
     def _request(self, message, time_limit=None):
-        deadline = None if time_limit is None else time.monotonic() + time_limit
+        """Send ``message``, answer the worker's callbacks until its reply comes; a request
+        made while answering a callback (a nested call) keeps the outer call's deadline."""
+        outer = self.deadline
+        deadline = outer if time_limit is None or outer is not None else \
+            time.monotonic() + time_limit
+        self.deadline = deadline
         try:
-            self.conn.send_bytes(wire.dumps(message))
+            self.conn.send_bytes(self._dumps(message))
             while True:
                 reply = self._receive(deadline)
                 if reply.get("op") != "callback":
@@ -135,15 +170,21 @@ class Sandbox:
         except (StudentTimeout, WorkerDied, OSError, ValueError, KeyError):
             self.stop()
             raise
+        finally:
+            self.deadline = outer
 
     def _answer_callback(self, request):
-        fn = getattr(reference, request["name"])
+        name = request["name"]
+        fn = self.callables.get(name) or getattr(reference, name)
         try:
             value = fn(*request["args"], **request["kwargs"])
-            self.conn.send_bytes(wire.dumps({"op": "callback-result", "value": value}))
+            self.conn.send_bytes(self._dumps({"op": "callback-result", "value": value}))
+        except (StudentTimeout, WorkerDied):
+            raise
         except Exception as exc:
-            self.conn.send_bytes(wire.dumps({"op": "callback-error", "type": type(exc).__name__,
-                                             "message": str(exc)}))
+            self.conn.send_bytes(self._dumps({"op": "callback-error",
+                                              "type": type(exc).__name__,
+                                              "message": str(exc)}))
 
     def call(self, name, args, kwargs, time_limit=CHECK_TIME_LIMIT):
         """Call the submission's ``name``; return ``(result, args_after, kwargs_after)``.
@@ -153,13 +194,22 @@ class Sandbox:
             ``RemoteError`` otherwise), ``StudentTimeout``, or ``WorkerDied``; after the
             last two the worker has been restarted.
         """
+        return self._call({"op": "call", "name": name, "args": list(args),
+                           "kwargs": dict(kwargs)}, time_limit)
+
+    def call_handle(self, handle_id, args, kwargs, time_limit=CHECK_TIME_LIMIT):
+        """Call a function the submission returned (``RemoteCallable``); as ``call``."""
+        return self._call({"op": "call-handle", "id": handle_id, "args": list(args),
+                           "kwargs": dict(kwargs)}, time_limit)
+
+    def _call(self, message, time_limit):
         if self.conn is None:
             self.restart()
         try:
-            reply = self._request({"op": "call", "name": name, "args": list(args),
-                                   "kwargs": dict(kwargs)}, time_limit)
+            reply = self._request(message, time_limit)
         except (StudentTimeout, WorkerDied):
-            self.restart()
+            if self.deadline is None:  # the outermost call restarts; nested ones re-raise
+                self.restart()
             raise
         if reply["op"] == "raised":
             types = reply["types"]
@@ -191,7 +241,30 @@ class RemoteFunction:
         result, args_after, kwargs_after = self.sandbox.call(self.__name__, args, kwargs,
                                                              self.time_limit)
         self.last_args = (args_after, kwargs_after)
+        _advance_generators(args, kwargs, args_after, kwargs_after)
         return result
+
+
+class RemoteCallable:
+    """A function the submission returned or passed (it stayed in the sandbox)."""
+
+    def __init__(self, sandbox, id, type_name="function"):
+        self.sandbox, self.id, self.type_name = sandbox, id, type_name
+        self.__name__ = f"<{type_name} from the submission>"
+
+    def __call__(self, *args, **kwargs):
+        result, args_after, kwargs_after = self.sandbox.call_handle(self.id, args, kwargs)
+        _advance_generators(args, kwargs, args_after, kwargs_after)
+        return result
+
+
+def _advance_generators(args, kwargs, args_after, kwargs_after):
+    """A NumPy generator the student's code drew from crossed as a copy of its state: give
+    the grader's generator the state the copy ended in, as if it had been drawn from."""
+    pairs = list(zip(args, args_after)) + [(v, kwargs_after.get(k)) for k, v in kwargs.items()]
+    for before, after in pairs:
+        if isinstance(before, np.random.Generator) and isinstance(after, np.random.Generator):
+            before.bit_generator.state = after.bit_generator.state
 
 
 def remote_namespace(sandbox):
@@ -205,7 +278,16 @@ def remote_namespace(sandbox):
     return ns
 
 
-def grade_isolated(path, names=None, memory_mb=1024):
+def graded_points(assignment):
+    """Points table of ``assignment`` (``"attention"`` or ``"training"``)."""
+    if assignment == "training":
+        from .checks_training import POINTS_TRAINING
+
+        return POINTS_TRAINING
+    return POINTS
+
+
+def grade_isolated(path, names=None, memory_mb=1024, assignment="attention"):
     """Grade a submission file with its code in a sandbox process.
 
     A submission the sandbox saw tampering (patching NumPy or builtins, faking modules,
@@ -222,9 +304,14 @@ def grade_isolated(path, names=None, memory_mb=1024):
     Raises:
         submission.SubmissionError: never; an unreadable file shows in ``cell_errors``.
     """
-    with Sandbox(path, memory_mb=memory_mb) as box:
+    with Sandbox(path, memory_mb=memory_mb, assignment=assignment) as box:
         ns = remote_namespace(box)
-        results = grade_namespace(ns, names)
+        if assignment == "training":
+            from .checks_training import grade_namespace as grade_training
+
+            results = grade_training(ns, names)
+        else:
+            results = grade_namespace(ns, names)
         flags = box.problems()
         cell_errors = box.cell_errors
     if flags:
@@ -254,4 +341,4 @@ def tampering_flags(results):
             text = messages[0]
             found.append(text if text.startswith(name + ":") else f"{name}: {text}")
     return found
-__all__ = ["POINTS", "RemoteFunction", "Sandbox", "grade_isolated"]
+__all__ = ["POINTS", "RemoteCallable", "RemoteFunction", "Sandbox", "grade_isolated"]

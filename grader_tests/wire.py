@@ -2,22 +2,53 @@
 
 Only plain data crosses: ``None``, bools, ints, floats (NaN and infinities included),
 strings, lists, tuples, dicts, and NumPy arrays and scalars of boolean, integer, float or
-complex dtype (sent as raw bytes with their dtype and shape). Anything else stays in the
-process that made it and travels as a ``Handle``: an opaque reference the other side can
-send back (a student's cache object, say) but never look into. Decoding therefore never
-runs code chosen by the student.
+complex dtype (sent as raw bytes with their dtype and shape); NumPy random generators (as
+their bit generator's state); records (dataclass instances such as a model configuration,
+and ``types.SimpleNamespace`` objects such as an ``ops`` namespace: their fields by name).
+Functions travel as references the receiving side turns into something it can call (the
+``callable_of`` and ``resolve`` hooks: a grader's function becomes a callback in the
+student's process, a student's function a remote call from the grader's). Anything else
+stays in the process that made it and travels as a ``Handle``: an opaque reference the
+other side can send back (a student's cache object, say) but never look into. Decoding
+therefore never runs code chosen by the student: a record is rebuilt from a class this
+side registered (``RECORDS``) or as a fresh frozen dataclass of the same name.
 
 This module imports only the standard library and NumPy, so that the sandbox worker can
 use it without importing the graders or the reference.
 """
 
 import base64
+import dataclasses
 import json
 import math
+import types
 
 import numpy as np
 
 PLAIN_KINDS = "biufc"
+
+# Record classes this side rebuilds by name (the grader registers its model configuration;
+# the student's process registers none and gets look-alike frozen dataclasses).
+RECORDS = {}
+_LOOKALIKES = {}
+
+
+def register_record(cls):
+    """Decode records named ``cls.__name__`` as ``cls(**fields)`` on this side."""
+    RECORDS[cls.__name__] = cls
+    return cls
+
+
+def _record(name, fields):
+    if name == "SimpleNamespace":
+        return types.SimpleNamespace(**fields)
+    cls = RECORDS.get(name)
+    if cls is None:
+        key = (name, tuple(fields))
+        if key not in _LOOKALIKES:
+            _LOOKALIKES[key] = dataclasses.make_dataclass(name, list(fields), frozen=True)
+        cls = _LOOKALIKES[key]
+    return cls(**fields)
 
 
 class Handle:
@@ -47,7 +78,11 @@ class Handle:
         return self
 
 
-def _encode(obj, table, rigged_of):
+def _encode(obj, table, rigged_of, callable_of=None):
+    if callable_of is not None and callable(obj) and not isinstance(obj, type):
+        ref = callable_of(obj)
+        if ref is not None:
+            return ref
     if obj is None or type(obj) in (bool, str):
         return obj
     if type(obj) is int:
@@ -64,11 +99,25 @@ def _encode(obj, table, rigged_of):
         return {"__np__": obj.dtype.str,
                 "data": base64.b64encode(np.asarray(obj).tobytes()).decode("ascii")}
     if type(obj) is tuple:
-        return {"__tuple__": [_encode(x, table, rigged_of) for x in obj]}
+        return {"__tuple__": [_encode(x, table, rigged_of, callable_of) for x in obj]}
     if type(obj) is list:
-        return [_encode(x, table, rigged_of) for x in obj]
+        return [_encode(x, table, rigged_of, callable_of) for x in obj]
     if type(obj) is dict and all(type(k) is str for k in obj):
-        return {"__dict__": [[k, _encode(v, table, rigged_of)] for k, v in obj.items()]}
+        return {"__dict__": [[k, _encode(v, table, rigged_of, callable_of)]
+                             for k, v in obj.items()]}
+    if type(obj) is np.random.Generator:
+        bits = obj.bit_generator
+        if type(bits).__module__.startswith("numpy") and hasattr(np.random, type(bits).__name__):
+            return {"__rng__": type(bits).__name__,
+                    "state": _encode(bits.state, table, rigged_of, callable_of)}
+    if type(obj) is types.SimpleNamespace:
+        return {"__record__": "SimpleNamespace",
+                "fields": _encode(dict(vars(obj)), table, rigged_of, callable_of)}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and (
+            type(obj).__name__ in RECORDS or type(obj) in _LOOKALIKES.values()):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {"__record__": type(obj).__name__,
+                "fields": _encode(fields, table, rigged_of, callable_of)}
     if isinstance(obj, Handle):
         return {"__handle__": obj.id}
     if table is None:
@@ -80,23 +129,27 @@ def _encode(obj, table, rigged_of):
             "rigged": rigged_of(obj) if rigged_of else None}
 
 
-def dumps(obj, table=None, rigged_of=None):
+def dumps(obj, table=None, rigged_of=None, callable_of=None):
     """Encode ``obj`` to bytes.
 
     Args:
         table: dict or None. On the worker side, objects that are not plain data are
             stored here by id and sent as handles; without a table they raise TypeError.
         rigged_of: callable ``obj -> str or None`` describing a rigged object.
+        callable_of: callable ``fn -> dict or None``: the JSON object a callable travels
+            as (a key of the sender's, tagged ``__callable__`` or ``__student__``), or None
+            to treat it like any other object.
 
     Raises:
         TypeError: an object that is not plain data and no table to keep it in.
     """
-    return json.dumps(_encode(obj, table, rigged_of), allow_nan=False).encode("utf-8")
+    return json.dumps(_encode(obj, table, rigged_of, callable_of),
+                      allow_nan=False).encode("utf-8")
 
 
-def _decode(obj, table):
+def _decode(obj, table, resolve=None):
     if isinstance(obj, list):
-        return [_decode(x, table) for x in obj]
+        return [_decode(x, table, resolve) for x in obj]
     if not isinstance(obj, dict):
         return obj
     if "__nd__" in obj:
@@ -113,9 +166,25 @@ def _decode(obj, table):
     if "__float__" in obj:
         return float(obj["__float__"])
     if "__tuple__" in obj:
-        return tuple(_decode(x, table) for x in obj["__tuple__"])
+        return tuple(_decode(x, table, resolve) for x in obj["__tuple__"])
     if "__dict__" in obj:
-        return {str(k): _decode(v, table) for k, v in obj["__dict__"]}
+        return {str(k): _decode(v, table, resolve) for k, v in obj["__dict__"]}
+    if "__rng__" in obj:
+        bits = getattr(np.random, str(obj["__rng__"]), None)
+        if not (isinstance(bits, type) and issubclass(bits, np.random.BitGenerator)):
+            raise ValueError("unknown bit generator")
+        generator = np.random.Generator(bits())
+        generator.bit_generator.state = _decode(obj["state"], table, resolve)
+        return generator
+    if "__record__" in obj:
+        fields = _decode(obj["fields"], table, resolve)
+        if not isinstance(fields, dict) or not all(k.isidentifier() for k in fields):
+            raise ValueError("bad record")
+        return _record(str(obj["__record__"]), fields)
+    if "__callable__" in obj or "__student__" in obj or obj.get("callable"):
+        if resolve is None:
+            raise ValueError("a function arrived where none was expected")
+        return resolve(obj)
     if "__handle__" in obj:
         if table is not None:
             return table[obj["__handle__"]]
@@ -124,11 +193,18 @@ def _decode(obj, table):
     raise ValueError("unknown encoding")
 
 
-def loads(data, table=None):
+def loads(data, table=None, resolve=None):
     """Decode bytes made by ``dumps``.
 
     Args:
         table: on the worker side, the table that resolves handles back to objects; on
             the grader side None, and handles decode to ``Handle`` instances.
+        resolve: callable ``dict -> callable`` turning a function reference (a JSON
+            object with ``__callable__``, ``__student__`` or ``"callable": true``) into
+            something this side can call.
+
+    Raises:
+        ValueError: an unknown encoding, a refused dtype or bit generator, a function
+            reference without ``resolve``.
     """
-    return _decode(json.loads(data.decode("utf-8")), table)
+    return _decode(json.loads(data.decode("utf-8")), table, resolve)

@@ -10,6 +10,7 @@ import pytest
 from grader_tests import wire
 from grader_tests.sandbox import grade_isolated
 from solutions import attention as ref
+from solutions import training as training_ref
 
 REFERENCE = inspect.getsource(ref)
 GRADED = ["softmax", "causal_mask", "padding_mask"]
@@ -156,3 +157,69 @@ def test_wire_refuses_objects_and_keeps_plain_data():
     assert isinstance(handle, wire.Handle) and handle.type_name == "builtins.object"
     with pytest.raises(ValueError):
         wire.loads(b'{"__nd__": "|O", "shape": [1], "data": ""}')
+
+
+def test_wire_carries_generators_records_and_function_references():
+    from types import SimpleNamespace
+
+    from solutions.training import ModelConfig
+
+    generator = np.random.default_rng(5)
+    back = wire.loads(wire.dumps(generator))
+    assert back.bit_generator.state == generator.bit_generator.state
+    assert back.integers(1000, size=5).tolist() == generator.integers(1000, size=5).tolist()
+
+    config = ModelConfig(d=16, n_heads=4)          # registered by grader_tests.sandbox
+    assert wire.loads(wire.dumps(config)) == config
+    lookalike = wire._record("SomeConfig", {"d": 8})
+    assert lookalike.d == 8 and type(lookalike).__name__ == "SomeConfig"
+    with pytest.raises(Exception):                  # frozen: the student cannot alter it
+        lookalike.d = 9
+    assert wire.loads(wire.dumps(lookalike)) == lookalike
+
+    keys = {}
+
+    def callable_of(fn):
+        keys["k1"] = fn
+        return {"__callable__": "k1"}
+
+    ops = SimpleNamespace(softmax=np.exp, width=3)
+    data = wire.dumps(ops, callable_of=callable_of)
+    with pytest.raises(ValueError):                 # no resolver: a function is refused
+        wire.loads(data)
+    back = wire.loads(data, resolve=lambda ref: keys[ref["__callable__"]])
+    assert back.softmax is np.exp and back.width == 3
+    with pytest.raises(ValueError):
+        wire.loads(b'{"__rng__": "MT19937x", "state": {}}')
+
+
+TRAINING_PARTS = inspect.getsource(ref) + "\n" + inspect.getsource(training_ref)
+
+
+def test_training_functions_in_the_sandbox_hang_return_functions_and_call_back(tmp_path):
+    """A block_backward that calls the grader's ops and then never returns loses its points
+    to a time-out (the nested calls share the outer call's deadline) and the next function
+    is graded normally; a function the submission returns can be called from here."""
+    from grader_tests.sandbox import Sandbox
+
+    path = tmp_path / "training_submission.py"
+    path.write_text(TRAINING_PARTS + textwrap.dedent("""
+        def block_backward(dy, cache, ops):
+            ops.layer_norm_backward(dy, cache["ln2"])
+            while True:
+                pass
+
+        def make_scaler(k):
+            return lambda x: k * x
+    """))
+    results, cell_errors, flags = grade_isolated(str(path), names=["block_backward", "adam_step"],
+                                                 assignment="training")
+    assert results["block_backward"].score == 0
+    assert "timeout" in results["block_backward"].faults
+    assert results["adam_step"].score == results["adam_step"].max_score
+    with Sandbox(str(path), assignment="training") as box:
+        box.names["make_scaler"] = {"kind": "function"}
+        from grader_tests.sandbox import RemoteFunction
+
+        scaler = RemoteFunction(box, "make_scaler")(3.0)
+        assert scaler(np.arange(3.0)).tolist() == [0.0, 3.0, 6.0]

@@ -518,6 +518,36 @@ def test_differently_written_correct_implementations_get_full_marks(case):
     assert [(c.name, c.message) for c in result.checks if not c.passed] == []
 
 
+STUBS = "\n".join(f"def {name}(*args, **kwargs):\n    raise NotImplementedError()\n"
+                  for name in POINTS_TRAINING)
+SANDBOXED = dict(
+    [(f"bug: {case}", (name, ["_reference_block_backward = block_backward", source]))
+     for case, (name, source, _) in BUGGY.items()]
+    + [(f"correct: {case}", (name, [source])) for case, (name, source) in CORRECT.items()]
+    + [(f"stub: {name}", (name, [STUBS])) for name in POINTS_TRAINING])
+
+
+@pytest.mark.parametrize("case", sorted(SANDBOXED))
+def test_sandbox_gives_the_verdicts_of_in_process_grading(case, tmp_path):
+    """Every planted bug, correct variant and stub, graded with its code in the sandbox
+    (the reference model answering through callbacks, generators crossing as states,
+    configurations as records): check for check the verdicts of in-process grading."""
+    from grader_tests.sandbox import grade_isolated
+
+    name, extra = SANDBOXED[case]
+    path = tmp_path / "training_submission.py"
+    path.write_text("\n".join([ATTENTION_SOURCE, TRAINING_SOURCE]
+                              + [textwrap.dedent(x) for x in extra]))
+    here = grade_function(name, submission(*extra))
+    results, cell_errors, flags = grade_isolated(str(path), names=[name], assignment="training")
+    there = results[name]
+    assert cell_errors == [] and flags == [], (cell_errors, flags)
+    assert [(c.name, c.passed, c.fault) for c in there.checks] == \
+        [(c.name, c.passed, c.fault) for c in here.checks], \
+        [(c.name, c.fault, c.message) for c in there.checks if not c.passed]
+    assert there.score == here.score
+
+
 # --- the notebook ---------------------------------------------------------------------------
 
 
@@ -782,31 +812,38 @@ def _cli(path, capsys, *extra):
     return json.loads(capsys.readouterr().out)
 
 
-def test_command_line_grades_the_instructor_notebook_full_marks(tmp_path, capsys):
+MODES = pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["isolated", "in-process"])
+
+
+@MODES
+def test_command_line_grades_the_instructor_notebook_full_marks(tmp_path, capsys, mode):
     shutil.copy(ROOT / "source" / "training" / "training.ipynb", tmp_path / "training.ipynb")
-    report = _cli(tmp_path / "training.ipynb", capsys)
-    assert report["assignment"] == "training" and report["isolated"] is False
+    report = _cli(tmp_path / "training.ipynb", capsys, *mode)
+    assert report["assignment"] == "training" and report["isolated"] is (mode == [])
     assert report["cell_errors"] == [] and report["flags"] == []
     assert set(report["functions"]) == set(POINTS_TRAINING)
     assert report["score"] == report["max_score"] == 100
 
 
-def test_command_line_grades_the_release_zero_with_every_check_not_implemented(tmp_path, capsys):
+@MODES
+def test_command_line_grades_the_release_zero_with_every_check_not_implemented(tmp_path, capsys,
+                                                                              mode):
     shutil.copy(ROOT / "release" / "training" / "training.ipynb", tmp_path / "training.ipynb")
-    report = _cli(tmp_path / "training.ipynb", capsys)
+    report = _cli(tmp_path / "training.ipynb", capsys, *mode)
     assert report["score"] == 0 and report["cell_errors"] == []
     faults = {c["fault"] for f in report["functions"].values() for c in f["checks"]}
     assert faults == {"not-implemented"}, faults
 
 
-def test_command_line_costs_a_bug_only_its_function(tmp_path, capsys):
+@MODES
+def test_command_line_costs_a_bug_only_its_function(tmp_path, capsys, mode):
     nb = nbformat.read(str(ROOT / "source" / "training" / "training.ipynb"), as_version=4)
     cell = next(c for c in nb.cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == "adam_step_solution")
     assert cell.source.count("1.0 - beta2 ** t") + cell.source.count("1 - beta2 ** t") >= 1
     cell.source = cell.source.replace("1.0 - beta2 ** t", "1.0").replace("1 - beta2 ** t", "1")
     nbformat.write(nb, str(tmp_path / "training.ipynb"))
-    report = _cli(tmp_path / "training.ipynb", capsys, "--only", "adam_step", "make_batch")
+    report = _cli(tmp_path / "training.ipynb", capsys, "--only", "adam_step", "make_batch", *mode)
     assert report["functions"]["make_batch"]["score"] == POINTS_TRAINING["make_batch"]
     adam = report["functions"]["adam_step"]
     assert adam["score"] < adam["max_score"]
