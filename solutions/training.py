@@ -1046,17 +1046,30 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 # ---------------------------------------------------------------------------------------
 # Fast kernels: the functions the training loop calls, with the same contracts, written for
 # speed on this tiny model (``fast_ops``; the bench and ``train``'s callers on the
-# instructor's side use them; the notebook runs the students' own functions instead). What
-# differs from the plain reference: one fused (d, 3d) projection for Q, K and V instead of
-# three; the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax
-# without the guards for fully masked rows (a causal row always sees its own position);
-# sums over a short axis written as products with a vector of ones (NumPy's reductions over
-# a short axis cost several times a BLAS call); arithmetic in place on arrays the function
-# owns; the loss computed on the masked rows only. The arithmetic is otherwise the same, so
-# float64 results agree with the reference to rounding (tests/test_training.py).
+# instructor's side use them; the notebook runs the students' own functions instead). At
+# these sizes (B = 32, T = 12, d = 32) the time goes to the number of NumPy calls and to
+# the temporaries they allocate rather than to arithmetic, so what differs from the plain
+# reference is written to make fewer, larger calls:
+#
+# * one fused (d, 3d) projection for Q, K and V instead of three, with the score scaling
+#   folded into the query columns of that projection (``(c q) k^T = c (q k^T)``);
+# * every product on 2-D ``(B*T, .)`` arrays (a 3-D array times a matrix is a loop of
+#   small products in NumPy), and the attention output written by ``matmul`` straight into
+#   the merged-heads layout;
+# * sums over a short axis written as products with a vector of ones, and the mean of a
+#   layer norm subtracted by a product with the centring matrix ``I - 1/d`` (NumPy's
+#   reductions over a short axis cost several times a BLAS call);
+# * the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax without the
+#   guards for fully masked rows (a causal row always sees its own position), in place;
+# * arithmetic in place on arrays the function owns; the loss computed on the masked rows
+#   only; greedy evaluation with the KV cache (``generate_with_cache``).
+#
+# The arithmetic is otherwise the same, so float64 results agree with the reference to
+# rounding (tests/test_training.py), and float32 stays float32 throughout (no float64
+# temporaries: the scalars are Python floats).
 
 _CAUSAL_ADD = {}
-_ONES = {}
+_CONSTANTS = {}
 
 
 def _causal_additive(T, dtype):
@@ -1068,82 +1081,111 @@ def _causal_additive(T, dtype):
     return _CAUSAL_ADD[key]
 
 
+def _constant(kind, n, dtype):
+    """Small constant arrays of ``dtype``, built once (read-only): ``"ones"`` ``(n,)``,
+    ``"ones_column"`` ``(n, 1)``, ``"mean_column"`` ``(n, 1)`` filled with ``1/n``,
+    ``"centring"`` ``(n, n)`` = ``I - 1/n`` (``x @ it`` subtracts each row's mean),
+    ``"eye"`` ``(n, n)``."""
+    key = (kind, n, np.dtype(dtype).str)
+    array = _CONSTANTS.get(key)
+    if array is None:
+        array = {"ones": lambda: np.ones(n),
+                 "ones_column": lambda: np.ones((n, 1)),
+                 "mean_column": lambda: np.full((n, 1), 1.0 / n),
+                 "centring": lambda: np.eye(n) - 1.0 / n,
+                 "eye": lambda: np.eye(n)}[kind]().astype(dtype)
+        array.flags.writeable = False
+        _CONSTANTS[key] = array
+    return array
+
+
 def _row_sum(a):
-    """``a.sum(axis=-1, keepdims=True)`` as a product with a column of ones: NumPy's
-    reductions over a short last axis cost several times more than this BLAS call."""
-    key = (a.shape[-1], a.dtype.str)
-    if key not in _ONES:
-        _ONES[key] = np.ones((a.shape[-1], 1), dtype=a.dtype)
-    return a @ _ONES[key]
+    """``a.sum(axis=-1, keepdims=True)`` as one 2-D product with a column of ones: NumPy's
+    reductions over a short last axis cost several times more than this BLAS call (and a
+    product of a stacked array would be a loop of small ones, hence the reshape)."""
+    n = a.shape[-1]
+    return (a.reshape(-1, n) @ _constant("ones_column", n, a.dtype)).reshape(a.shape[:-1] + (1,))
 
 
 def _column_sum(a):
     """``a.sum(axis=0)`` of a 2-D array as a product with a row of ones (BLAS)."""
-    key = ("row", a.shape[0], a.dtype.str)
-    if key not in _ONES:
-        _ONES[key] = np.ones(a.shape[0], dtype=a.dtype)
-    return _ONES[key] @ a
+    return _constant("ones", a.shape[0], a.dtype) @ a
 
 
 def _softmax_rows(scores):
-    """Softmax over the last axis. ``exp`` is taken without subtracting the row maximum,
-    which is safe while every row's sum is finite and positive (scores between about
-    -87 and 88 in float32); otherwise the stable form with the maximum is used."""
+    """Softmax over the last axis, **in place** (``scores`` is overwritten and returned).
+    ``exp`` is taken without subtracting the row maximum, which is safe while every row's
+    sum is finite and positive (scores between about -87 and 88 in float32); otherwise the
+    stable form with the maximum is used."""
     exps = np.exp(scores)
     total = _row_sum(exps)
-    if not (np.isfinite(total).all() and total.min() > 0):
+    if not (0.0 < total.min() and total.max() < math.inf):       # False for NaN too
         exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
         total = _row_sum(exps)
-    exps /= total
-    return exps
+    np.divide(exps, total, out=scores)
+    return scores
 
 
 def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
-    """``layer_norm_forward`` (same contract and cache keys as the reference)."""
-    d = x.shape[-1]
-    centred = x - _row_sum(x) * (1.0 / d)
-    var = _row_sum(centred * centred) * (1.0 / d)
-    inv = 1.0 / np.sqrt(var + eps)                                     # (..., 1)
-    xhat = centred
-    xhat *= inv                                                        # in place: centred is ours
+    """``layer_norm_forward`` (same contract; the cache holds ``xhat`` ``(..., d)``, ``inv``
+    ``(..., 1)`` and ``gamma``, as the reference's). The mean is subtracted by one product
+    with the centring matrix and the variance is a product with a column of ``1/d``."""
+    shape, d = x.shape, x.shape[-1]
+    xhat = x.reshape(-1, d) @ _constant("centring", d, x.dtype)     # x - mean, (N, d)
+    inv = (xhat * xhat) @ _constant("mean_column", d, x.dtype)      # variance, (N, 1)
+    inv += eps
+    np.sqrt(inv, out=inv)
+    np.divide(1.0, inv, out=inv)                                    # 1 / sqrt(var + eps)
+    xhat *= inv
     y = xhat * gamma
     y += beta
-    return y, {"xhat": xhat, "inv": inv, "gamma": gamma}
+    return y.reshape(shape), {"xhat": xhat.reshape(shape), "inv": inv.reshape(shape[:-1] + (1,)),
+                              "gamma": gamma}
 
 
 def fast_layer_norm_backward(dy, cache):
-    """``layer_norm_backward``: ``dx = inv (g - mean(g) - xhat mean(g xhat))``, ``g = dy gamma``."""
+    """``layer_norm_backward``: ``dx = inv (g - mean(g) - xhat mean(g xhat))``, ``g = dy gamma``
+    (same contract; ``g - mean(g)`` is a product with the centring matrix)."""
     xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
-    d = dy.shape[-1]
-    g = dy * gamma
-    dx = g - _row_sum(g) * (1.0 / d)
-    g *= xhat
-    dx -= xhat * (_row_sum(g) * (1.0 / d))
-    dx *= inv
+    shape, d = dy.shape, dy.shape[-1]
     dy2, xhat2 = dy.reshape(-1, d), xhat.reshape(-1, d)
-    return dx, _column_sum(dy2 * xhat2), _column_sum(dy2)
+    g = dy2 * gamma                                                 # (N, d)
+    dx = g @ _constant("centring", d, g.dtype)                      # g - mean(g)
+    g *= xhat2
+    mean = g @ _constant("mean_column", d, g.dtype)                 # mean(g xhat), (N, 1)
+    np.multiply(xhat2, mean, out=g)
+    dx -= g
+    dx *= inv.reshape(-1, 1)
+    np.multiply(dy2, xhat2, out=g)
+    ones = _constant("ones", g.shape[0], g.dtype)
+    return dx.reshape(shape), ones @ g, ones @ dy2
 
 
 def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
-    """``attention_forward`` with one fused (d, 3d) projection for Q, K and V."""
+    """``attention_forward`` with one fused (d, 3d) projection for Q, K and V (same
+    contract). The scaling ``1/sqrt(d_h)`` is folded into the query columns of the
+    projection, so the cached ``q`` is the scaled query; ``O`` is cached as ``(B*T, d)``,
+    the heads merged."""
     B, T, d = x.shape
     h = n_heads
     if d % h:
         raise ValueError(f"d = {d} is not divisible by n_heads = {h}")
     d_h = d // h
-    W = np.concatenate([params["W_Q"], params["W_K"], params["W_V"]], axis=1)   # (d, 3d)
-    b = np.concatenate([params["b_Q"], params["b_K"], params["b_V"]])           # (3d,)
+    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+    W_Q, b_Q = params["W_Q"], params["b_Q"]
+    if factor != 1.0:
+        W_Q, b_Q = W_Q * factor, b_Q * factor                         # (c q) k^T = c q k^T
+    W = np.concatenate([W_Q, params["W_K"], params["W_V"]], axis=1)   # (d, 3d)
+    b = np.concatenate([b_Q, params["b_K"], params["b_V"]])           # (3d,)
     qkv = x.reshape(B * T, d) @ W
     qkv += b
-    q, k, v = qkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # each (B, h, T, d_h)
-    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+    q, k, v = qkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views, (B, h, T, d_h)
     scores = q @ k.swapaxes(-1, -2)                                # (B, h, T, T)
-    if scale:
-        scores *= factor
     if causal:
         scores += _causal_additive(T, scores.dtype)
     P = _softmax_rows(scores)
-    O = (P @ v).transpose(0, 2, 1, 3).reshape(B * T, d)            # (B, h, T, d_h) -> (B*T, d)
+    O = np.empty((B * T, d), dtype=P.dtype)                        # heads merged
+    np.matmul(P, v, out=O.reshape(B, T, h, d_h).transpose(0, 2, 1, 3))
     y = O @ params["W_O"]
     y += params["b_O"]
     cache = {"x": x, "q": q, "k": k, "v": v, "P": P, "O": O, "W": W, "factor": factor,
@@ -1152,36 +1194,39 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
 
 
 def fast_attention_backward(dy, cache):
-    """``attention_backward`` of ``fast_attention_forward`` (gradients of the fused
-    projection split back into ``W_Q, W_K, W_V``)."""
+    """``attention_backward`` of ``fast_attention_forward`` (same contract; the gradients
+    of the fused projection are split back into ``W_Q, W_K, W_V``, the query's scaled back
+    by the factor folded into it)."""
     x, q, k, v, P, O = (cache[name] for name in ("x", "q", "k", "v", "P", "O"))
     B, T, d = x.shape
-    h, d_h = cache["n_heads"], d // cache["n_heads"]
+    h = cache["n_heads"]
+    d_h = d // h
     dy2 = dy.reshape(B * T, d)
     grads = {"W_O": O.T @ dy2, "b_O": _column_sum(dy2)}
     dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, T, h, d_h).transpose(0, 2, 1, 3)
-    dqkv = np.empty((B, T, 3, h, d_h), dtype=np.result_type(dy, x))
-    dq, dk, dv = dqkv.transpose(2, 0, 3, 1, 4)                     # views, each (B, h, T, d_h)
+    dqkv = np.empty((B * T, 3 * d), dtype=np.result_type(dy, x))
+    dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
     np.matmul(P.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, T, T)
     dS -= _row_sum(dS * P)
-    dS *= P
-    if cache["factor"] != 1.0:
-        dS *= cache["factor"]
-    np.matmul(dS, k, out=dq)
+    dS *= P                                                        # d scores (scaled)
+    np.matmul(dS, k, out=dq)                                       # d (scaled q)
     np.matmul(dS.swapaxes(-1, -2), q, out=dk)
-    dqkv = dqkv.reshape(B * T, 3 * d)
     dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
     db = _column_sum(dqkv)
+    factor = cache["factor"]
+    if factor != 1.0:                                              # q = factor (x W_Q + b_Q)
+        dW[:, :d] *= factor
+        db[:d] *= factor
     for i, name in enumerate("QKV"):
         grads["W_" + name] = dW[:, i * d:(i + 1) * d]
         grads["b_" + name] = db[i * d:(i + 1) * d]
-    dx = (dqkv @ cache["W"].T).reshape(B, T, d)
+    dx = (dqkv @ cache["W"].T).reshape(B, T, d)                    # W holds the scaled W_Q
     return dx, grads
 
 
 def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
-    """``block_forward`` with the sums and bias additions done in place (same cache)."""
+    """``block_forward`` with 2-D products and in-place sums (same contract and cache)."""
     attn_params = {key: params[key] for key in ATTENTION_KEYS}
     cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
     B, T, d = x.shape
@@ -1248,6 +1293,55 @@ def fast_block_backward(dy, cache, ops):
     return dx, {key: grads[key] for key in BLOCK_KEYS}
 
 
+def fast_model_forward(params, inputs, config, ops):
+    """``model_forward`` (same contract and cache keys) with the embedding gathered by
+    ``np.take``, the positions added in place and the output projection as a 2-D product."""
+    inputs = np.asarray(inputs)
+    B, T = inputs.shape
+    h = np.take(params["embedding"], inputs, axis=0)        # (B, T) -> (B, T, d), new
+    if config.positions:
+        if T > params["positions"].shape[0]:
+            raise ValueError(f"sequence of length {T} is longer than the position table "
+                             f"({params['positions'].shape[0]} rows)")
+        h += params["positions"][:T]                         # (T, d) broadcast over B
+    block_caches = []
+    for i in range(config.n_layers):
+        h, c = ops.block_forward(h, block_params(params, i), config.n_heads, ops,
+                                 pre_ln=config.pre_ln, scale=config.scale)
+        block_caches.append(c)
+    hf, ln_f = ops.layer_norm_forward(h, params["ln_f_gamma"], params["ln_f_beta"])
+    W_out = params["W_out"]
+    logits = hf.reshape(-1, W_out.shape[0]) @ W_out          # (B*T, d) -> (B*T, V)
+    logits += params["b_out"]
+    cache = {"inputs": inputs, "blocks": block_caches, "ln_f": ln_f, "hf": hf,
+             "config": config, "params": params}
+    return logits.reshape(B, T, -1), cache
+
+
+def fast_model_backward(dlogits, cache, ops):
+    """``model_backward`` (same contract) with 2-D products and BLAS sums."""
+    params, config = cache["params"], cache["config"]
+    d, V = params["W_out"].shape
+    hf, inputs = cache["hf"], cache["inputs"]
+    B, T = inputs.shape
+    g2 = dlogits.reshape(B * T, V)
+    grads = {"W_out": hf.reshape(B * T, d).T @ g2, "b_out": _column_sum(g2)}
+    dh = (g2 @ params["W_out"].T).reshape(B, T, d)
+    dh, grads["ln_f_gamma"], grads["ln_f_beta"] = ops.layer_norm_backward(dh, cache["ln_f"])
+    for i in reversed(range(config.n_layers)):
+        dh, block_grads = ops.block_backward(dh, cache["blocks"][i], ops)
+        grads.update({f"block{i}.{key}": block_grads[key] for key in BLOCK_KEYS})
+    # the embedding's gradient, a scatter-add over the tokens: one-hot (V, B*T) x (B*T, d)
+    dh2 = dh.reshape(B * T, d)
+    one_hot = np.take(_constant("eye", V, dh.dtype), inputs.reshape(-1), axis=0)  # (B*T, V)
+    grads["embedding"] = one_hot.T @ dh2
+    if config.positions:
+        positions = np.zeros(params["positions"].shape, dtype=dh.dtype)
+        positions[:T] = (_constant("ones", B, dh.dtype) @ dh.reshape(B, T * d)).reshape(T, d)
+        grads["positions"] = positions
+    return {name: grads[name] for name in params}
+
+
 def fast_masked_cross_entropy(logits, targets, loss_mask):
     """``masked_cross_entropy`` computed on the masked rows only (same results)."""
     loss_mask = np.asarray(loss_mask, dtype=bool)
@@ -1292,14 +1386,16 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
 
 def fast_ops(**overrides):
     """``reference_ops`` with the fast kernels above in place of the reference's layer
-    norm, attention, block, loss and Adam functions (the same contracts)."""
+    norm, attention, block, model, loss and Adam functions, and ``generate_with_cache`` as
+    ``greedy_generate`` (the same contracts)."""
     kernels = {"layer_norm_forward": fast_layer_norm_forward,
                "layer_norm_backward": fast_layer_norm_backward,
                "attention_forward": fast_attention_forward,
                "attention_backward": fast_attention_backward,
                "block_forward": fast_block_forward, "block_backward": fast_block_backward,
+               "model_forward": fast_model_forward, "model_backward": fast_model_backward,
                "masked_cross_entropy": fast_masked_cross_entropy,
-               "adam_step": fast_adam_step}
+               "adam_step": fast_adam_step, "greedy_generate": generate_with_cache}
     kernels.update(overrides)
     return reference_ops(**kernels)
 
