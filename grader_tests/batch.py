@@ -1,6 +1,6 @@
 """Grade a whole ``submitted/`` folder, isolated, in parallel, into nbgrader's gradebook.
 
-    python -m grader_tests batch [SUBMITTED] [--assignment attention] [--workers N]
+    python -m grader_tests batch [SUBMITTED] [--assignment attention|training] [--workers N]
                                  [--scheduler tcp://HOST:PORT] [--task-time-limit S]
                                  [--db-url URL] [--log FILE] [--fresh]
 
@@ -11,6 +11,8 @@ of a Dask distributed cluster, which receive the submission's bytes, not its pat
 coordinator (this process, the only one that touches the database) appends the result
 to a JSON-lines log and writes the score of every hidden-check cell to nbgrader's
 gradebook (``Grade.auto_score``), flagging the submitted notebook when tampering was seen.
+``--assignment training`` grades the `training` notebooks (``submitted/<student>/training``)
+the same way, with that assignment's graders.
 
 The gradebook is ``--db-url`` if given, else ``c.CourseDirectory.db_url`` of the course's
 ``nbgrader_config.py`` (beside SUBMITTED) if it sets one, else ``gradebook.db`` beside
@@ -42,10 +44,11 @@ import time
 import warnings
 from collections import Counter
 
-from .core import POINTS, grade_id, report_dict
+from .core import grade_id, report_dict
+from .sandbox import graded_points
 from .submission import SubmissionError, code_of_notebook
 
-NOTEBOOK = "attention"
+NOTEBOOK = "attention"  # the default assignment; nbgrader's notebook id is its name
 # Exit status of ``main`` when some students ended with a grading error (no grade).
 EXIT_GRADING_ERRORS = 3
 
@@ -101,13 +104,19 @@ def configured_db_url(root):
     return course.get("db_url") if "db_url" in course else None
 
 
-def _grade_job(student, path):
-    """Run in a pool worker: grade one file; never raises."""
+def log_name(assignment):
+    """File name of the default log of ``assignment`` (one log per assignment, so that
+    resuming one never skips a student of the other)."""
+    return "batch_log.jsonl" if assignment == NOTEBOOK else f"batch_log_{assignment}.jsonl"
+
+
+def _grade_job(student, path, assignment=NOTEBOOK):
+    """Run in a pool worker: grade one file of ``assignment``; never raises."""
     from .sandbox import grade_isolated
 
     started = time.perf_counter()
     try:
-        results, cell_errors, flags = grade_isolated(path)
+        results, cell_errors, flags = grade_isolated(path, assignment=assignment)
         report = report_dict(results)
         error = None
     except Exception as exc:  # the grader's own failure for this file: recorded, not fatal
@@ -117,13 +126,14 @@ def _grade_job(student, path):
             "error": error, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def zero_report(message):
+def zero_report(message, assignment=NOTEBOOK):
     """A report of 0 points everywhere, for a submission that could not be graded."""
+    points_of = graded_points(assignment)
     functions = {name: {"score": 0.0, "max_score": float(points),
                         "checks": [{"name": "submission readable", "passed": False,
                                     "fault": "other", "message": message}]}
-                 for name, points in POINTS.items()}
-    return {"score": 0.0, "max_score": float(sum(POINTS.values())), "functions": functions}
+                 for name, points in points_of.items()}
+    return {"score": 0.0, "max_score": float(sum(points_of.values())), "functions": functions}
 
 
 class Log:
@@ -170,13 +180,13 @@ def write_gradebook(db_url, assignment, record):
             gb.add_submission(assignment, record["student"])
         for name, f in report["functions"].items():
             try:
-                grade = gb.find_grade(grade_id(name), NOTEBOOK, assignment, record["student"])
+                grade = gb.find_grade(grade_id(name), assignment, assignment, record["student"])
             except MissingEntry:
                 continue
             grade.auto_score = float(f["score"])
             # as nbgrader's own autograde (SaveAutoGrades): review only over a manual score
             grade.needs_manual_grade = grade.manual_score is not None
-        notebook = gb.find_submission_notebook(NOTEBOOK, assignment, record["student"])
+        notebook = gb.find_submission_notebook(assignment, assignment, record["student"])
         notebook.flagged = bool(record.get("flags"))
         gb.db.commit()
 
@@ -187,8 +197,8 @@ def gradebook_has(db_url, assignment, student):
 
     with Gradebook(db_url) as gb:
         try:
-            for name in POINTS:
-                if gb.find_grade(grade_id(name), NOTEBOOK, assignment, student).auto_score is None:
+            for name in graded_points(assignment):
+                if gb.find_grade(grade_id(name), assignment, assignment, student).auto_score is None:
                     return False
         except MissingEntry:
             return False
@@ -197,7 +207,7 @@ def gradebook_has(db_url, assignment, student):
 
 def in_kernel_scores(root, student, assignment):
     """Per-cell scores nbgrader's autograde recorded in ``autograded/`` (or None)."""
-    path = os.path.join(root, "autograded", student, assignment, f"{NOTEBOOK}.ipynb")
+    path = os.path.join(root, "autograded", student, assignment, f"{assignment}.ipynb")
     if not os.path.isfile(path):
         return None
     try:
@@ -222,7 +232,7 @@ def in_kernel_scores(root, student, assignment):
                 try:
                     score = float(text)
                 except ValueError:
-                    score = float(POINTS.get(name, 0))
+                    score = float(graded_points(assignment).get(name, 0))
                 break
         scores[name] = score
     return scores
@@ -298,7 +308,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     root = root or os.path.dirname(os.path.abspath(submitted))
     db_url = db_url or configured_db_url(root) or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
-    log_path = log_path or os.path.join(root, "batch_log.jsonl")
+    log_path = log_path or os.path.join(root, log_name(assignment))
     if fresh and os.path.exists(log_path):
         os.remove(log_path)
     log = Log(log_path)
@@ -308,7 +318,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     for student in students:
         path, note = find_submission(os.path.join(submitted, student, assignment), assignment)
         if path is None:
-            rec = {"student": student, "sha256": None, "report": zero_report(note),
+            rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
                    "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
             previous = log.records.get(student)
             if previous is None or previous.get("sha256") is not None:
@@ -326,8 +336,8 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             try:
                 code_of_notebook(path)
             except SubmissionError as exc:
-                rec = {"student": student, "sha256": digest, "report": zero_report(str(exc)),
-                       "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
+                rec = {"student": student, "sha256": digest,
+                       "report": zero_report(str(exc), assignment), "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
                        "path": os.path.relpath(path, root), "note": note}
                 log.append(rec)
                 write_gradebook(db_url, assignment, rec)
@@ -349,7 +359,8 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         """Log one finished student and write the grade (none for a grading error)."""
         path, digest, note = notes[student]
         if rec["report"] is None and not rec.get("grading_error"):
-            rec["report"] = zero_report(rec["error"])  # the grader failed on this file: 0
+            # the grader failed on this file: 0
+            rec["report"] = zero_report(rec["error"], assignment)
         rec.update(sha256=rec.get("sha256") or digest,  # a Dask task's: of the bytes sent
                    path=os.path.relpath(path, root), note=note,
                    finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
@@ -365,10 +376,10 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
 
             say = bar.console.print if bar is not None else (lambda text: None)
             grade_on_cluster(scheduler, jobs, finish, task_time_limit or TASK_TIME_LIMIT,
-                             progress=say)
+                             progress=say, assignment=assignment)
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = {pool.submit(_grade_job, s, p): s for s, p in jobs}
+                futures = {pool.submit(_grade_job, s, p, assignment): s for s, p in jobs}
                 for future in concurrent.futures.as_completed(futures):
                     student = futures[future]
                     try:
@@ -392,7 +403,7 @@ def main(argv=None):
                                      description="Grade every submission, isolated, into the "
                                                  "gradebook.")
     parser.add_argument("submitted", nargs="?", default="submitted")
-    parser.add_argument("--assignment", default=NOTEBOOK)
+    parser.add_argument("--assignment", default=NOTEBOOK, choices=("attention", "training"))
     parser.add_argument("--workers", type=int, default=None,
                         help="processes of the local pool (default: the machine's cores)")
     parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -404,8 +415,9 @@ def main(argv=None):
     parser.add_argument("--db-url", default=None,
                         help="the gradebook (default: c.CourseDirectory.db_url of the course's "
                              "nbgrader_config.py, else gradebook.db beside SUBMITTED)")
-    parser.add_argument("--log", default=None, help="JSON-lines log (default: batch_log.jsonl "
-                                                    "beside SUBMITTED)")
+    parser.add_argument("--log", default=None,
+                        help="JSON-lines log (default: batch_log.jsonl beside SUBMITTED for "
+                             "attention, batch_log_training.jsonl for training)")
     parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
     parser.add_argument("--summary-json", default=None, help="also write the summary here")
     args = parser.parse_args(argv)

@@ -114,8 +114,9 @@ class GradingProcess:
     def alive(self):
         return self.proc.poll() is None
 
-    def grade(self, student, path, time_limit):
-        """``_grade_job(student, path)`` in the grading process, within ``time_limit`` s.
+    def grade(self, student, path, time_limit, assignment="attention"):
+        """``_grade_job(student, path, assignment)`` in the grading process, within
+        ``time_limit`` s.
 
         Raises:
             GradingTimeLimit: the time ran out; the process has been killed.
@@ -123,7 +124,8 @@ class GradingProcess:
         """
         deadline = time.monotonic() + time_limit
         try:
-            self.conn.send_bytes(json.dumps({"student": student, "path": path}).encode())
+            self.conn.send_bytes(json.dumps({"student": student, "path": path,
+                                             "assignment": assignment}).encode())
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -155,7 +157,7 @@ class GradingProcess:
 _local = threading.local()  # one grading process per thread of the Dask worker
 
 
-def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT):
+def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment="attention"):
     """The Dask task: grade one submission sent as bytes; return the batch record.
 
     Args:
@@ -164,6 +166,7 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT):
             ``attention (1).ipynb``): its suffix decides how it is read.
         data: bytes, the file's content.
         time_limit: float, seconds the grading may take.
+        assignment: ``"attention"`` or ``"training"``.
 
     Returns:
         dict, the record of ``batch._grade_job`` plus ``worker`` (the worker's address).
@@ -180,7 +183,7 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT):
         if process is None or not process.alive():
             process = _local.process = GradingProcess()
         try:
-            record = process.grade(student, path, time_limit)
+            record = process.grade(student, path, time_limit, assignment)
         except (GradingTimeLimit, GradingProcessDied):
             _local.process = None
             raise
@@ -206,7 +209,8 @@ def _serve(fd):
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return 0
-        record = _grade_job(request["student"], request["path"])
+        record = _grade_job(request["student"], request["path"],
+                            request.get("assignment", "attention"))
         conn.send_bytes(json.dumps(record).encode())
 
 
@@ -231,7 +235,7 @@ def _failure(exc):
 
 
 def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progress=None,
-                     worker_wait=WORKER_WAIT):
+                     worker_wait=WORKER_WAIT, assignment="attention"):
     """Grade ``jobs`` on the Dask cluster of ``scheduler``; hand each record to ``finish``.
 
     Args:
@@ -244,6 +248,7 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
         time_limit: float, seconds one task may grade on a worker.
         progress: callable ``progress(text)`` for one-line notes (retries), or None.
         worker_wait: float, seconds to wait for a first worker.
+        assignment: ``"attention"`` or ``"training"``: which graders the workers run.
 
     Raises:
         TimeoutError: no worker joined the scheduler within ``worker_wait`` seconds.
@@ -269,7 +274,7 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
             if others:  # a retry goes to another worker, or anywhere if those leave
                 placement = {"workers": others, "allow_other_workers": True}
             future = client.submit(grade_bytes, student, os.path.basename(path), data,
-                                   time_limit, key=f"grade-{student}-{uuid.uuid4().hex}",
+                                   time_limit, assignment, key=f"grade-{student}-{uuid.uuid4().hex}",
                                    pure=False, **placement)
             meta[future] = (student, path, hashlib.sha256(data).hexdigest())
             running.add(future)

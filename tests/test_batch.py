@@ -187,3 +187,55 @@ def test_killed_batch_resumes_without_grading_twice(bad_class):
         assert any(words in e for e in rows[student]["errors"]), rows[student]
     assert summary["faults"], "the per-fault summary is empty"
     assert "students per fault id" in out
+
+
+def test_training_class_is_graded_into_the_gradebook(tmp_path):
+    """``batch --assignment training``: the training notebooks of a small class, graded in
+    the sandbox with the training graders, land in the gradebook under `training`, with
+    their own log (resuming `attention` never skips a `training` student)."""
+    from nbgrader.api import Gradebook
+
+    from grader_tests.checks_training import POINTS_TRAINING
+
+    root = tmp_path / "course"
+    shutil.copytree(os.path.join(ROOT, "source", "training"), root / "source" / "training")
+    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "training",
+                           "--force"], cwd=root, env=_env(root), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    release = nbformat.read(str(root / "release" / "training" / "training.ipynb"), 4)
+    source = nbformat.read(str(root / "source" / "training" / "training.ipynb"), 4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    correct = copy.deepcopy(release)
+    for cell in correct.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = answers[meta["grade_id"]]
+    buggy = copy.deepcopy(correct)
+    cell = buggy.cells[_cell_index(buggy, "answer_accuracy_solution")]
+    assert "def answer_accuracy" in cell.source
+    cell.source += "\n\n_aa = answer_accuracy\ndef answer_accuracy(generated, expected):\n" \
+                   "    token, sequence = _aa(generated, expected)\n    return sequence, token\n"
+    for student, nb in (("t_correct", correct), ("t_bug", buggy), ("t_stubs", release)):
+        folder = root / "submitted" / student / "training"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / "training.ipynb"))
+
+    proc = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                           "--assignment", "training", "--workers", "2", "--summary-json",
+                           "summary.json"], cwd=root, env=_env(root), capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (root / "batch_log_training.jsonl").exists() and not (root / "batch_log.jsonl").exists()
+    rows = {r["student"]: r for r in json.loads((root / "summary.json").read_text())["students"]}
+    assert rows["t_correct"]["score"] == pytest.approx(100.0), rows["t_correct"]
+    assert rows["t_stubs"]["score"] == 0
+    assert rows["t_bug"]["score"] == pytest.approx(100.0 - POINTS_TRAINING["answer_accuracy"]), \
+        rows["t_bug"]
+    with Gradebook("sqlite:///" + str(root / "gradebook.db")) as gb:
+        for student, row in rows.items():
+            assert gb.find_submission("training", student).score == pytest.approx(row["score"])
+        grade = gb.find_grade("answer_accuracy_hidden_checks", "training", "training", "t_bug")
+        assert grade.auto_score == 0
