@@ -89,11 +89,11 @@ def sha256(path):
     return digest.hexdigest()
 
 
-def configured_db_url(root):
-    """``c.CourseDirectory.db_url`` of ``root/nbgrader_config.py``, or None if not set there.
+def configured(root, key):
+    """``c.CourseDirectory.<key>`` of ``root/nbgrader_config.py``, or None if not set there.
 
     The file is read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a
-    URL computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it.
+    value computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it.
     """
     if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
         return None
@@ -101,7 +101,20 @@ def configured_db_url(root):
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     course = config.get("CourseDirectory", {})
-    return course.get("db_url") if "db_url" in course else None
+    return course.get(key) if key in course else None
+
+
+def configured_db_url(root):
+    """``c.CourseDirectory.db_url`` of ``root/nbgrader_config.py``, or None."""
+    return configured(root, "db_url")
+
+
+def _gradebook(db_url, course_id):
+    """nbgrader's ``Gradebook`` of the course ``course_id`` (nbgrader's default course
+    when None), as nbgrader's own commands open it."""
+    from nbgrader.api import Gradebook
+
+    return Gradebook(db_url, course_id) if course_id else Gradebook(db_url)
 
 
 def log_name(assignment):
@@ -159,19 +172,22 @@ class Log:
         self.records[record["student"]] = record
 
 
-def write_gradebook(db_url, assignment, record):
+def write_gradebook(db_url, assignment, record, course_id=None):
     """Record one student's per-cell scores (and tampering flag) in nbgrader's gradebook.
+
+    Args:
+        course_id: str or None, ``c.CourseDirectory.course_id`` of the course.
 
     Raises:
         nbgrader.api.MissingEntry: if the assignment is not in the gradebook (run
             ``nbgrader generate_assignment`` first).
     """
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     report = record["report"]
     if report is None:
         raise ValueError(f"{record['student']}: a grading error has no grade to write")
-    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
         warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy warnings on add_submission
         gb.update_or_create_student(record["student"])
         try:
@@ -191,11 +207,40 @@ def write_gradebook(db_url, assignment, record):
         gb.db.commit()
 
 
-def gradebook_has(db_url, assignment, student):
-    """True if every hidden-check cell of ``student`` has an automatic score."""
-    from nbgrader.api import Gradebook, MissingEntry
+def withdraw_grade(db_url, assignment, student, course_id=None):
+    """A newer file of ``student`` ended in a grading error: the scores in the gradebook
+    belong to an older file, so they are withdrawn (``auto_score`` None: "not graded" to
+    nbgrader and to ``tools/unlock_training.py``) and the notebook is flagged. Nothing
+    happens if the student has no submission there.
 
-    with Gradebook(db_url) as gb:
+    Returns:
+        True if a grade was withdrawn.
+    """
+    from nbgrader.api import MissingEntry
+
+    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
+        warnings.simplefilter("ignore")
+        try:
+            notebook = gb.find_submission_notebook(assignment, assignment, student)
+        except MissingEntry:
+            return False
+        for name in graded_points(assignment):
+            try:
+                grade = gb.find_grade(grade_id(name), assignment, assignment, student)
+            except MissingEntry:
+                continue
+            grade.auto_score = None
+            grade.needs_manual_grade = True
+        notebook.flagged = True
+        gb.db.commit()
+    return True
+
+
+def gradebook_has(db_url, assignment, student, course_id=None):
+    """True if every hidden-check cell of ``student`` has an automatic score."""
+    from nbgrader.api import MissingEntry
+
+    with _gradebook(db_url, course_id) as gb:
         try:
             for name in graded_points(assignment):
                 if gb.find_grade(grade_id(name), assignment, assignment, student).auto_score is None:
@@ -306,6 +351,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         the summary dict of ``summarise``.
     """
     root = root or os.path.dirname(os.path.abspath(submitted))
+    course_id = configured(root, "course_id")
     db_url = db_url or configured_db_url(root) or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(assignment))
@@ -323,14 +369,15 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             previous = log.records.get(student)
             if previous is None or previous.get("sha256") is not None:
                 log.append(rec)
-            write_gradebook(db_url, assignment, log.records[student])
+            write_gradebook(db_url, assignment, log.records[student], course_id)
             continue
         digest = sha256(path)
         previous = log.records.get(student)
         if previous is not None and previous.get("sha256") == digest \
                 and previous.get("report") is not None:  # (a grading error is graded again)
-            if not gradebook_has(db_url, assignment, student):
-                write_gradebook(db_url, assignment, previous)  # logged but not yet stored
+            if not gradebook_has(db_url, assignment, student, course_id):
+                # logged but not yet stored
+                write_gradebook(db_url, assignment, previous, course_id)
             continue
         if path.endswith(".ipynb"):
             try:
@@ -340,7 +387,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
                        "report": zero_report(str(exc), assignment), "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
                        "path": os.path.relpath(path, root), "note": note}
                 log.append(rec)
-                write_gradebook(db_url, assignment, rec)
+                write_gradebook(db_url, assignment, rec, course_id)
                 continue
         notes[student] = (path, digest, note)
         jobs.append((student, path))
@@ -364,9 +411,13 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         rec.update(sha256=rec.get("sha256") or digest,  # a Dask task's: of the bytes sent
                    path=os.path.relpath(path, root), note=note,
                    finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
+        earlier = log.records.get(student)
         log.append(rec)
         if not rec.get("grading_error"):
-            write_gradebook(db_url, assignment, rec)
+            write_gradebook(db_url, assignment, rec, course_id)
+        elif earlier is not None and earlier.get("report") is not None \
+                and earlier.get("sha256") != rec["sha256"]:
+            withdraw_grade(db_url, assignment, student, course_id)
         if bar is not None:
             bar.advance(task)
 

@@ -239,3 +239,37 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
             assert gb.find_submission("training", student).score == pytest.approx(row["score"])
         grade = gb.find_grade("answer_accuracy_hidden_checks", "training", "training", "t_bug")
         assert grade.auto_score == 0
+
+
+def test_a_newer_file_that_ends_in_a_grading_error_withdraws_the_older_grade(course, tmp_path):
+    """The gradebook never shows a grade that belongs to an older file: after a grading
+    error on a resubmission every hidden-check cell is "not graded" and the notebook is
+    flagged. The batch opens the gradebook as the course's own (no course row added)."""
+    from nbgrader.api import Gradebook
+
+    from grader_tests import batch
+    from grader_tests.core import POINTS
+
+    db = tmp_path / "gradebook.db"
+    shutil.copy(course / "gradebook.db", db)
+    url = "sqlite:///" + str(db)
+    course_id = batch.configured(str(course), "course_id")
+    assert course_id == "attention-kit"
+    from nbgrader.api import Course
+
+    with Gradebook(url, course_id) as gb:
+        courses = sorted(c.id for c in gb.db.query(Course).all())
+    record = {"student": "s_resubmits", "report": batch.zero_report("test"), "flags": []}
+    record["report"]["functions"]["softmax"]["score"] = 7.0
+    batch.write_gradebook(url, "attention", record, course_id)
+    with Gradebook(url, course_id) as gb:
+        assert gb.find_grade("softmax_hidden_checks", "attention", "attention",
+                             "s_resubmits").auto_score == 7.0
+    assert batch.withdraw_grade(url, "attention", "s_resubmits", course_id)
+    assert not batch.withdraw_grade(url, "attention", "nobody", course_id)
+    with Gradebook(url, course_id) as gb:
+        for name in POINTS:
+            grade = gb.find_grade(f"{name}_hidden_checks", "attention", "attention", "s_resubmits")
+            assert grade.auto_score is None and grade.needs_manual_grade
+        assert gb.find_submission_notebook("attention", "attention", "s_resubmits").flagged
+        assert sorted(c.id for c in gb.db.query(Course).all()) == courses

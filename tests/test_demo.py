@@ -35,7 +35,7 @@ def demo(tmp_path_factory):
     ``(folder, stdout, summary)``."""
     course = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    for folder in ("source/attention", "release/attention", "submitted"):
+    for folder in ("source/attention", "release/attention", "release/training", "submitted"):
         shutil.copytree(ROOT / folder, course / folder,
                         ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints"))
     broken = course / "submitted" / BROKEN / "attention" / "attention.ipynb"
@@ -133,3 +133,14 @@ def test_feedback_reveals_no_solution_and_no_hidden_test(demo):
     shown = {line.strip() for line in plain.splitlines()}
     leaked = sorted(shown & solution_lines())
     assert not leaked, f"the feedback of student_all_stubs shows solution lines: {leaked}"
+
+
+def test_training_is_unlocked_for_exactly_the_students_with_full_marks(demo):
+    course, stdout, summary = demo
+    full = sorted(s for s, e in EXPECTED.items() if e["score"] == e.get("max_score", 100))
+    assert full, "the example class has no student with full marks"
+    assert summary["training_unlocked"] == full
+    for student in EXPECTED:
+        released = course / "unlocked" / student / "training" / "training.ipynb"
+        assert released.is_file() == (student in full), student
+    assert "training gate" in stdout

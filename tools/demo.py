@@ -4,7 +4,8 @@ Run from the repository root (``make demo`` does) as ``python -m tools.demo``. E
 is nbgrader's own, configured by ``nbgrader_config.py``:
 
 1. delete what an earlier run wrote (``gradebook.db``, ``autograded/``, ``feedback/``,
-   ``grades.csv``, ``class_summary.json``), so that every run starts from scratch;
+   ``grades.csv``, ``class_summary.json``, ``unlocked/``), so that every run starts from
+   scratch;
 2. ``nbgrader generate_assignment attention --force``: writes ``release/attention/``
    (committed; ``tests/test_release.py`` proves it current) and records the assignment,
    its notebook and its cells in the gradebook;
@@ -21,7 +22,11 @@ is nbgrader's own, configured by ``nbgrader_config.py``:
    that the hidden cell published in the autograded notebook as a display output of MIME
    type ``grader_tests.notebook.RESULT_MIME``;
 7. the class summary: how many students hit each fault id, printed and written to
-   ``class_summary.json`` together with every student's per-name scores and faults.
+   ``class_summary.json`` together with every student's per-name scores and faults;
+8. the training gate: ``tools/unlock_training.py`` releases `training` (the committed
+   ``release/training/``) to the students with full marks, into ``unlocked/<student>/``,
+   and prints who is unlocked and who is not, and why (``training_unlocked`` in the
+   summary).
 
 The wall time of the whole job, and of each step, is printed.
 """
@@ -40,7 +45,8 @@ from pathlib import Path
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
 ROOT = Path(__file__).resolve().parent.parent
-GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summary.json")
+GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summary.json",
+             "unlocked")
 # Seconds a retry of one student on the command line may take before the demo gives up.
 RETRY_TIME_LIMIT = 600
 
@@ -398,6 +404,29 @@ def print_summary(counts, n_students):
         log(f"  {fault:<28} {n}")
 
 
+def open_training_gate(root):
+    """Step 8: ``tools/unlock_training.py with its default threshold (full marks):
+    release `training` to the students whose `attention` grade allows it; print who is
+    unlocked and who is not, and why.
+
+    Returns:
+        sorted list of the students unlocked (None when ``release/training/`` is absent).
+    """
+    from tools import unlock_training
+
+    if not (root / "release" / "training" / "training.ipynb").is_file():
+        log("training gate: skipped (no release/training/ in this course)")
+        return None
+    log("")
+    log("training gate: python tools/unlock_training.py (threshold: full marks)")
+    status = unlock_training.main(["--root", str(root)])
+    if status != 0:
+        log(f"training gate: tools/unlock_training.py ended with status {status}")
+        return None
+    ledger = json.loads((root / "unlocked" / unlock_training.LEDGER).read_text())
+    return sorted(ledger["students"])
+
+
 def summary_json(students, counts, results, seconds):
     """What ``class_summary.json`` holds."""
     return {
@@ -470,8 +499,10 @@ def main(argv=None):
     print_table(results)
     counts = class_summary(results)
     print_summary(counts, len(students))
+    unlocked = open_training_gate(root)
     seconds = time.perf_counter() - started
     summary = summary_json(students, counts, results, round(seconds, 1))
+    summary["training_unlocked"] = unlocked
     (root / "class_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     graded = sum(e["ok"] for e in results.values())
     log("")

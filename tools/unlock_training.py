@@ -53,15 +53,16 @@ def alembic_on_path():
 
 
 def course_settings(config_dir):
-    """``(db_url, root)`` from ``nbgrader_config.py`` in ``config_dir`` (either may be None)."""
+    """``(db_url, root, course_id)`` from ``nbgrader_config.py`` in ``config_dir`` (any
+    may be None)."""
     path = Path(config_dir) / "nbgrader_config.py"
     if not path.is_file():
-        return None, None
+        return None, None, None
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
     course = config.get("CourseDirectory", {})
-    return course.get("db_url"), course.get("root")
+    return course.get("db_url"), course.get("root"), course.get("course_id")
 
 
 def parse_threshold(text):
@@ -228,7 +229,7 @@ def main(argv=None):
         threshold = parse_threshold(args.threshold)
     except ValueError as exc:
         parser.error(str(exc))
-    db_url, root = course_settings(os.getcwd())
+    db_url, root, course_id = course_settings(os.getcwd())
     db_url = args.db or db_url
     root = Path(args.root or root or os.getcwd())
     if not db_url:
@@ -249,7 +250,7 @@ def main(argv=None):
         print(f"no gradebook at {db_url}: autograde {GATE_ASSIGNMENT} first", file=sys.stderr)
         return 2
     try:
-        with Gradebook(db_url) as gradebook:
+        with (Gradebook(db_url, course_id) if course_id else Gradebook(db_url)) as gradebook:
             newly, already, locked = unlock(gradebook, release_dir, unlocked_dir, threshold,
                                             dry_run=args.dry_run)
             max_score = float(gradebook.find_assignment(GATE_ASSIGNMENT).max_score)
