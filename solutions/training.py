@@ -1056,8 +1056,7 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 # * every product on 2-D ``(B*T, .)`` arrays (a 3-D array times a matrix is a loop of
 #   small products in NumPy), and the attention output written by ``matmul`` straight into
 #   the merged-heads layout;
-# * sums over a short axis written as products with a vector of ones, and the mean of a
-#   layer norm subtracted by a product with the centring matrix ``I - 1/d`` (NumPy's
+# * sums and means over a short axis written as products with a vector of ones (NumPy's
 #   reductions over a short axis cost several times a BLAS call);
 # * the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax without the
 #   guards for fully masked rows (a causal row always sees its own position), in place;
@@ -1084,15 +1083,13 @@ def _causal_additive(T, dtype):
 def _constant(kind, n, dtype):
     """Small constant arrays of ``dtype``, built once (read-only): ``"ones"`` ``(n,)``,
     ``"ones_column"`` ``(n, 1)``, ``"mean_column"`` ``(n, 1)`` filled with ``1/n``,
-    ``"centring"`` ``(n, n)`` = ``I - 1/n`` (``x @ it`` subtracts each row's mean),
     ``"eye"`` ``(n, n)``."""
-    key = (kind, n, np.dtype(dtype).str)
+    key = (kind, n, dtype)
     array = _CONSTANTS.get(key)
     if array is None:
         array = {"ones": lambda: np.ones(n),
                  "ones_column": lambda: np.ones((n, 1)),
                  "mean_column": lambda: np.full((n, 1), 1.0 / n),
-                 "centring": lambda: np.eye(n) - 1.0 / n,
                  "eye": lambda: np.eye(n)}[kind]().astype(dtype)
         array.flags.writeable = False
         _CONSTANTS[key] = array
@@ -1128,11 +1125,13 @@ def _softmax_rows(scores):
 
 def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
     """``layer_norm_forward`` (same contract; the cache holds ``xhat`` ``(..., d)``, ``inv``
-    ``(..., 1)`` and ``gamma``, as the reference's). The mean is subtracted by one product
-    with the centring matrix and the variance is a product with a column of ``1/d``."""
+    ``(..., 1)`` and ``gamma``, as the reference's). The means are 2-D products with a column
+    of ``1/d``."""
     shape, d = x.shape, x.shape[-1]
-    xhat = x.reshape(-1, d) @ _constant("centring", d, x.dtype)     # x - mean, (N, d)
-    inv = (xhat * xhat) @ _constant("mean_column", d, x.dtype)      # variance, (N, 1)
+    x2 = x.reshape(-1, d)
+    to_mean = _constant("mean_column", d, x.dtype)
+    xhat = x2 - x2 @ to_mean                                        # centred, (N, d)
+    inv = (xhat * xhat) @ to_mean                                   # variance, (N, 1)
     inv += eps
     np.sqrt(inv, out=inv)
     np.divide(1.0, inv, out=inv)                                    # 1 / sqrt(var + eps)
@@ -1145,15 +1144,16 @@ def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
 
 def fast_layer_norm_backward(dy, cache):
     """``layer_norm_backward``: ``dx = inv (g - mean(g) - xhat mean(g xhat))``, ``g = dy gamma``
-    (same contract; ``g - mean(g)`` is a product with the centring matrix)."""
+    (same contract; the means are products with a column of ``1/d``, the sums over the
+    tokens products with a row of ones)."""
     xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
     shape, d = dy.shape, dy.shape[-1]
     dy2, xhat2 = dy.reshape(-1, d), xhat.reshape(-1, d)
+    to_mean = _constant("mean_column", d, dy.dtype)
     g = dy2 * gamma                                                 # (N, d)
-    dx = g @ _constant("centring", d, g.dtype)                      # g - mean(g)
+    dx = g - g @ to_mean
     g *= xhat2
-    mean = g @ _constant("mean_column", d, g.dtype)                 # mean(g xhat), (N, 1)
-    np.multiply(xhat2, mean, out=g)
+    np.multiply(xhat2, g @ to_mean, out=g)                          # xhat mean(g xhat)
     dx -= g
     dx *= inv.reshape(-1, 1)
     np.multiply(dy2, xhat2, out=g)
@@ -1245,7 +1245,9 @@ def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
         u = x1
     pre = u.reshape(B * T, d) @ params["W1"]
     pre += params["b1"]
-    hidden = pre * (pre > 0)                               # ReLU
+    hidden = np.abs(pre)                                   # ReLU: (|pre| + pre) / 2, exact
+    hidden += pre
+    hidden *= 0.5
     f = hidden @ params["W2"]
     f += params["b2"]
     f = f.reshape(B, T, d)
@@ -1342,53 +1344,78 @@ def fast_model_backward(dlogits, cache, ops):
     return {name: grads[name] for name in params}
 
 
+def fast_make_batch(task, L, batch_size, rng):
+    """``make_batch`` (same contract, the same single draw ``rng.integers(0, N_SYMBOLS,
+    size=(B, L))``, so the same batches), the sequence written into one array."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}: expected 'copy' or 'sort'")
+    if L < 1 or batch_size < 1:
+        raise ValueError(f"L and batch_size must be at least 1, got {L} and {batch_size}")
+    source = rng.integers(0, N_SYMBOLS, size=(batch_size, L))        # (B, L)
+    sequence = np.empty((batch_size, 2 * L + 1), dtype=np.int64)      # (B, 2L+1)
+    sequence[:, :L] = source
+    sequence[:, L] = SEP
+    sequence[:, L + 1:] = source if task == "copy" else np.sort(source, axis=1)
+    loss_mask = np.zeros((batch_size, 2 * L), dtype=bool)
+    loss_mask[:, L:] = True                                           # predictions of a1 .. aL
+    return sequence[:, :-1], sequence[:, 1:], loss_mask
+
+
 def fast_masked_cross_entropy(logits, targets, loss_mask):
-    """``masked_cross_entropy`` computed on the masked rows only (same results)."""
-    loss_mask = np.asarray(loss_mask, dtype=bool)
-    n = int(loss_mask.sum())
+    """``masked_cross_entropy`` computed on the masked rows only (same contract)."""
+    V = logits.shape[-1]
+    index = np.flatnonzero(loss_mask)                                 # masked (b, t), flat
+    n = index.size
     if n == 0:
         raise ValueError("loss_mask selects no position")
-    rows = logits[loss_mask]                                          # (N, V)
-    rows = rows - rows.max(axis=1, keepdims=True)
+    rows = np.take(logits.reshape(-1, V), index, axis=0)              # (N, V)
+    picked = np.arange(n), np.take(targets, index)
+    rows -= rows.max(axis=1, keepdims=True)
     exps = np.exp(rows)
     total = _row_sum(exps)                                            # (N, 1)
-    picked = np.arange(n), targets[loss_mask]
-    loss = -float((rows[picked] - np.log(total[:, 0])).sum()) / n
+    loss = -float(rows[picked].sum() - np.log(total).sum()) / n
     exps /= total                                                     # softmax of each row
     exps[picked] -= 1
     exps *= 1.0 / n
     dlogits = np.zeros_like(logits)
-    dlogits[loss_mask] = exps
+    dlogits.reshape(-1, V)[index] = exps
     return loss, dlogits
 
 
 def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
-    """``adam_step`` with fewer temporaries (same contract: new arrays, inputs untouched)."""
+    """``adam_step`` with fewer temporaries (same contract: new arrays, inputs untouched).
+    The bias corrections are folded into two scalars:
+    ``lr m_hat / (sqrt(v_hat) + eps) = (lr c2 / c1) m / (sqrt(v) + eps c2)``,
+    ``c1 = 1 - beta1^t``, ``c2 = sqrt(1 - beta2^t)``."""
     t = state["t"] + 1
-    step_size = lr / (1.0 - beta1 ** t)
     root_correction = math.sqrt(1.0 - beta2 ** t)
+    step_size = lr / (1.0 - beta1 ** t) * root_correction
+    eps_scaled = eps * root_correction
     new_params, m_new, v_new = {}, {}, {}
     for name, p in params.items():
         g = grads[name]
+        work = g * (1 - beta1)
         m = state["m"][name] * beta1
-        m += (1 - beta1) * g
+        m += work
+        np.multiply(g, g, out=work)
+        work *= 1 - beta2
         v = state["v"][name] * beta2
-        v += (1 - beta2) * (g * g)
-        denominator = np.sqrt(v)
-        denominator *= 1.0 / root_correction                          # sqrt(v_hat)
-        denominator += eps
-        step = m / denominator
-        step *= step_size
-        new_params[name] = p - step
+        v += work
+        np.sqrt(v, out=work)
+        work += eps_scaled                                            # c2 (sqrt(v_hat) + eps)
+        np.divide(m, work, out=work)
+        work *= step_size
+        new_params[name] = p - work
         m_new[name], v_new[name] = m, v
     return new_params, {"t": t, "m": m_new, "v": v_new}
 
 
 def fast_ops(**overrides):
-    """``reference_ops`` with the fast kernels above in place of the reference's layer
-    norm, attention, block, model, loss and Adam functions, and ``generate_with_cache`` as
-    ``greedy_generate`` (the same contracts)."""
-    kernels = {"layer_norm_forward": fast_layer_norm_forward,
+    """``reference_ops`` with the fast kernels above in place of the reference's batch,
+    layer norm, attention, block, model, loss and Adam functions, and
+    ``generate_with_cache`` as ``greedy_generate`` (the same contracts)."""
+    kernels = {"make_batch": fast_make_batch,
+               "layer_norm_forward": fast_layer_norm_forward,
                "layer_norm_backward": fast_layer_norm_backward,
                "attention_forward": fast_attention_forward,
                "attention_backward": fast_attention_backward,
