@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection  # noqa: E402
 import numpy as np  # noqa: E402
 
 import integrity  # noqa: E402
+import rebind  # noqa: E402
 import submission  # noqa: E402
 import wire  # noqa: E402
 
@@ -124,28 +125,9 @@ def _builtin_exception(name):
 
 
 def isolated(fn, namespace, spec_names, conn, table):
-    """``fn`` with every other graded name it reaches answered by the grader (see
-    ``core.isolate`` for the in-process version)."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    home = fn.__globals__
-    patched = dict(home)
-    for name in spec_names:
-        if name != fn.__name__:
-            patched[name] = Callback(conn, table, name)
-
-    def rebind(f):
-        g = types.FunctionType(f.__code__, patched, f.__name__, f.__defaults__, f.__closure__)
-        g.__kwdefaults__ = f.__kwdefaults__
-        return g
-
-    for key, value in list(home.items()):
-        if isinstance(value, types.FunctionType) and value.__globals__ is home \
-                and key not in spec_names and not key.startswith("__"):
-            patched[key] = rebind(value)
-    out = rebind(fn)
-    patched[fn.__name__] = out
-    return out
+    """``fn`` with every other graded name it reaches answered by the grader (the same
+    re-binding as ``core.isolate``, with callbacks in place of the reference)."""
+    return rebind.rebound(fn, {name: Callback(conn, table, name) for name in spec_names})
 
 
 def describe(value):

@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover
 from . import lookup
 from .integrity import borrowed_reference, environment_problems, is_protected_module
 from .lookup import nudgeable
+from .rebind import rebound
 
 # Points per graded name; they sum to 100 and are the nbgrader points of the hidden cells.
 POINTS = {
@@ -320,27 +321,7 @@ def isolate(fn, namespace, keep=()):
         namespace: dict, the globals the student's code ran in.
         keep: names that stay the student's (besides ``fn``'s own name).
     """
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    home = fn.__globals__
-    patched = dict(home)
-    for spec_name in SPEC_FUNCTIONS:
-        if spec_name not in keep and spec_name != fn.__name__:
-            patched[spec_name] = getattr(reference, spec_name)
-
-    def rebind(f):
-        g = types.FunctionType(f.__code__, patched, f.__name__, f.__defaults__, f.__closure__)
-        g.__kwdefaults__ = copy.copy(f.__kwdefaults__)
-        g.__dict__.update(f.__dict__)
-        return g
-
-    for key, value in list(home.items()):
-        if (isinstance(value, types.FunctionType) and value.__globals__ is home
-                and key not in SPEC_FUNCTIONS and not key.startswith("__")):
-            patched[key] = rebind(value)
-    isolated = rebind(fn)
-    patched[fn.__name__] = isolated
-    return isolated
+    return rebound(fn, {name: getattr(reference, name) for name in SPEC_FUNCTIONS}, keep)
 
 
 # ---------------------------------------------------------------------------------------
