@@ -17,7 +17,12 @@ is tiny; it is the one-dimensional central second difference of ``f`` along ``de
 (any numerical-analysis text, e.g. Nocedal and Wright, *Numerical Optimization*, 2nd ed.,
 section 8.1). A lookup table answers ``f(x)`` from the table and the two others from
 whatever it falls back to, so the second difference shows the full gap between the stored
-answer and the fallback. The direction ``delta`` is drawn from the operating system's
+answer and the fallback, and that gap does not shrink with the step. A wrong but honest
+function can be sharply curved at a degenerate input (``sqrt(var) + eps`` at a row of
+equal entries, where ``var = 0``): its second difference shrinks like ``delta^2`` (or
+like ``sqrt(delta)`` at a square root's kink). So a jump counts only when it is there at
+the step ``delta`` and still at least half as large at ``delta / 64``; output that turns
+non-finite, or integers that change (an argmax at a near-tie), give no verdict. The direction ``delta`` is drawn from the operating system's
 entropy at every run, so no table can hold the nudged inputs; for an honest function the
 verdict does not depend on the draw, which keeps the notebook's and the command line's
 grades equal.
@@ -27,6 +32,7 @@ relative ``1e-8`` in float64, ``1e-5`` in float32) keeps the key, and a fallback
 itself right to within the tolerance, which earns its points honestly anyway.
 """
 
+import math
 import re
 
 import numpy as np
@@ -36,6 +42,8 @@ import numpy as np
 NUDGE = {np.dtype(np.float64): 1e-8, np.dtype(np.float32): 1e-5}
 TOLERANCE = {np.dtype(np.float64): 1e-4, np.dtype(np.float32): 3e-3}
 MAX_DEPTH = 4
+# The second, smaller step, as a fraction of the first: a jump must persist there.
+SHRINK = 1.0 / 64
 
 
 def nudgeable(value, depth=0):
@@ -134,20 +142,23 @@ def jump(results):
     """How far three results ``f(x), f(x + d), f(x + 2d)`` are from a smooth function.
 
     Returns:
-        None if their second difference is within ``TOLERANCE`` (or they hold no float
-        arrays), else a sentence naming the output and the size of the jump.
+        None if their second difference is within ``TOLERANCE`` everywhere (or they hold
+        no float arrays, or give no verdict: integer entries or non-finite entries
+        changed), else ``(size, sentence)``: the largest second difference in units of its
+        tolerance (``inf`` when the result's structure changed) and a sentence naming it.
     """
     (leaves0, shape0), (leaves1, shape1), (leaves2, shape2) = (_leaves(r) for r in results)
     if not shape0 == shape1 == shape2:
         if _without_values(shape0) == _without_values(shape1) == _without_values(shape2):
             return None  # only integer or boolean entries changed (an argmax flipped at a
             #              near-tie, say): the function is discrete here, no verdict
-        return f"the structure of its result changed: {shape0} became {shape1}"
+        return math.inf, f"the structure of its result changed: {shape0} became {shape1}"
+    worst = None
     for (path, a0), (_, a1), (_, a2) in zip(leaves0, leaves1, leaves2):
         finite = np.isfinite(a0) & np.isfinite(a1) & np.isfinite(a2)
-        if not np.array_equal(finite, np.isfinite(a0)) or not np.array_equal(
-                np.isfinite(a0), np.isfinite(a1)):
-            return f"{path} gained or lost non-finite entries"
+        if not (np.array_equal(finite, np.isfinite(a0)) and np.array_equal(
+                np.isfinite(a0), np.isfinite(a1))):
+            return None  # undefined here (a division by a zero variance, say): no verdict
         if not finite.any():
             continue
         second = (a2[finite].astype(np.float64) - 2 * a1[finite].astype(np.float64)
@@ -155,10 +166,11 @@ def jump(results):
         scale = 1.0 + float(np.abs(a0[finite]).max())
         size = float(np.abs(second).max()) / scale
         tolerance = TOLERANCE.get(a0.dtype, TOLERANCE[np.dtype(np.float32)])
-        if size > tolerance:
-            return (f"{path} jumped by {size:.3g} (relative to 1 + its largest entry; a "
-                    f"smooth function stays below {tolerance:g})")
-    return None
+        if size > tolerance and (worst is None or size / tolerance > worst[0]):
+            worst = (size / tolerance,
+                     f"{path} jumped by {size:.3g} (relative to 1 + its largest entry; a "
+                     f"smooth function stays below {tolerance:g})")
+    return worst
 
 
 def probe(fn, recorded, invoke, rng=None, calls=3):
@@ -180,25 +192,31 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
     rng = np.random.default_rng() if rng is None else rng
     for args, kwargs in [call for call in recorded if generic(*call)][:calls]:
         step_args, step_kwargs = _direction(list(args), rng), _direction(dict(kwargs), rng)
+
+        def at(times):
+            return invoke(fn, list(_moved(list(args), step_args, times)),
+                          _moved(dict(kwargs), step_kwargs, times))
+
         try:
-            base = invoke(fn, list(_moved(list(args), step_args, 0)),
-                          _moved(dict(kwargs), step_kwargs, 0))
+            base = at(0)
         except Exception:  # it fails on the graders' own input too: nothing to compare
             continue
-        results = [base]
-        for times in (1, 2):
+        gaps = []
+        for unit in (1.0, SHRINK):
             try:
-                results.append(invoke(fn, list(_moved(list(args), step_args, times)),
-                                      _moved(dict(kwargs), step_kwargs, times)))
+                results = [base, at(unit), at(2 * unit)]
             except Exception as exc:
                 return (f"it returned on one of the graders' inputs but raised "
                         f"{type(exc).__name__} when that input was moved by a relative 1e-5 or "
                         f"less: its answers follow the exact input "
                         f"(a lookup of stored answers?), not a computation")
-        gap = jump(results)
-        if gap is not None:
+            gap = jump(results)
+            if gap is None:
+                break
+            gaps.append(gap)
+        if len(gaps) == 2 and gaps[1][0] >= 0.5 * gaps[0][0]:
             return (f"moving one of the graders' inputs by a relative 1e-5 or less changed "
-                    f"its answer abruptly ({gap}), "
+                    f"its answer abruptly ({gaps[1][1]}; as much for a step 64 times smaller), "
                     f"which no computation of this contract does: its answers follow the "
                     f"exact input (a lookup of stored answers?), not a computation")
     return None
