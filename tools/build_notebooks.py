@@ -21,9 +21,7 @@ Usage, from the repository root::
     python tools/build_notebooks.py --check  # exit 1 if the committed notebook is stale
 """
 
-import argparse
 import inspect
-import re
 import sys
 from pathlib import Path
 
@@ -35,56 +33,19 @@ import nbformat  # noqa: E402
 
 from grader_tests.core import POINTS, grade_id  # noqa: E402
 from solutions import attention as reference  # noqa: E402
+from tools.notebook_cells import (BEGIN_SOLUTION, CELL_ID, END_SOLUTION,  # noqa: E402
+                                  KERNELSPEC, locked_code, markdown, solution_code,
+                                  write_or_check)
+from tools.notebook_cells import clean as _clean  # noqa: E402
+from tools.notebook_cells import nbgrader_metadata as _nbgrader  # noqa: E402
+from tools.notebook_cells import render as _render  # noqa: E402
 
 NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
-CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 # ---------------------------------------------------------------------------------------
 # Cell factories. Every cell gets nbgrader metadata; only solution cells are unlocked.
-
-
-def _nbgrader(slug, *, grade=False, solution=False, locked=True, points=None):
-    meta = {"grade": grade, "grade_id": slug, "locked": locked, "schema_version": 3,
-            "solution": solution}
-    if points is not None:
-        meta["points"] = points
-    return meta
-
-
-def _clean(text):
-    text = text.strip("\n")
-    if "\t" in text:
-        raise ValueError("tabs in cell source")
-    return text
-
-
-def markdown(slug, text):
-    """A locked markdown cell whose id and grade id are ``slug``."""
-    return nbformat.v4.new_markdown_cell(
-        _clean(text), id=slug, metadata={"nbgrader": _nbgrader(slug)})
-
-
-def locked_code(slug, text, tags=()):
-    """A locked, ungraded code cell (setup, visible tests, lesson cells)."""
-    metadata = {"nbgrader": _nbgrader(slug)}
-    if tags:
-        metadata["tags"] = list(tags)
-    return nbformat.v4.new_code_cell(_clean(text), id=slug, metadata=metadata)
-
-
-def solution_code(slug, text):
-    """An unlocked solution cell: nbgrader replaces its solution region by a stub."""
-    text = _clean(text)
-    if text.count(BEGIN_SOLUTION) != 1 or text.count(END_SOLUTION) != 1:
-        raise ValueError(f"{slug}: a solution cell needs exactly one solution region")
-    return nbformat.v4.new_code_cell(
-        text, id=slug, metadata={"nbgrader": _nbgrader(slug, solution=True, locked=False)})
 
 
 # The visible line of each hidden cell: it fails only while the answer is still the stub
@@ -1588,40 +1549,14 @@ def build_notebook():
 
 def render():
     """The notebook's exact bytes (UTF-8 JSON ending with a newline)."""
-    text = nbformat.writes(build_notebook(), version=4)
-    if not text.endswith("\n"):
-        text += "\n"
-    return text.encode("utf-8")
+    return _render(build_notebook())
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the notebook on disk differs from what "
-                             "this script would write")
-    args = parser.parse_args(argv)
-    expected = render()
-    shown = NOTEBOOK.relative_to(ROOT)
-    if args.check:
-        if not NOTEBOOK.exists():
-            print(f"{shown} does not exist: run `python tools/build_notebooks.py` and commit "
-                  "the result.", file=sys.stderr)
-            return 1
-        if NOTEBOOK.read_bytes() != expected:
-            print(f"{shown} is out of date with tools/build_notebooks.py, "
-                  "solutions/attention.py and grader_tests.core.POINTS (or was edited by "
-                  "hand): run `python tools/build_notebooks.py` and commit the result.",
-                  file=sys.stderr)
-            return 1
-        print(f"{shown} is up to date.")
-        return 0
-    NOTEBOOK.parent.mkdir(parents=True, exist_ok=True)
-    if NOTEBOOK.exists() and NOTEBOOK.read_bytes() == expected:
-        print(f"{shown} unchanged.")
-    else:
-        NOTEBOOK.write_bytes(expected)
-        print(f"wrote {shown}")
-    return 0
+    return write_or_check(argv, __doc__.split("\n\n")[0], NOTEBOOK, ROOT, render(),
+                          "python tools/build_notebooks.py",
+                          "tools/build_notebooks.py, solutions/attention.py and "
+                          "grader_tests.core.POINTS")
 
 
 if __name__ == "__main__":

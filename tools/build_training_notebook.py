@@ -32,12 +32,10 @@ Usage, from the repository root::
     python tools/build_training_notebook.py --check  # exit 1 if the committed one is stale
 """
 
-import argparse
 import ast
 import hashlib
 import inspect
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -51,15 +49,16 @@ from grader_tests.checks_training import POINTS_TRAINING
 from grader_tests.core import grade_id
 from solutions import attention as attention_reference
 from solutions import training as reference
+from tools import notebook_cells
+from tools.notebook_cells import (BEGIN_SOLUTION, CELL_ID, END_SOLUTION, KERNELSPEC, markdown,
+                                  solution_code, write_or_check)
+from tools.notebook_cells import clean as _clean
+from tools.notebook_cells import nbgrader_metadata as _nbgrader
 
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 ATTENTION_FUNCTIONS = tuple(attention_reference.SPEC_FUNCTIONS)
 
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
-CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 GATE_LINE = "require_gate()"
 
 # The graded functions, in the order the notebook teaches them.
@@ -71,27 +70,6 @@ GRADED = ("make_batch", "model_param_count", "masked_cross_entropy", "block_back
 # Cell factories. Every cell gets nbgrader metadata; only solution cells are unlocked.
 
 
-def _nbgrader(slug, *, grade=False, solution=False, locked=True, points=None):
-    meta = {"grade": grade, "grade_id": slug, "locked": locked, "schema_version": 3,
-            "solution": solution}
-    if points is not None:
-        meta["points"] = points
-    return meta
-
-
-def _clean(text):
-    text = text.strip("\n")
-    if "\t" in text:
-        raise ValueError("tabs in cell source")
-    return text
-
-
-def markdown(slug, text):
-    """A locked markdown cell whose id and grade id are ``slug``."""
-    return nbformat.v4.new_markdown_cell(_clean(text), id=slug,
-                                         metadata={"nbgrader": _nbgrader(slug)})
-
-
 def locked_code(slug, text, tags=(), gate=True):
     """A locked, ungraded code cell; it starts with ``require_gate()`` unless ``gate`` is
     False (the gate cell itself)."""
@@ -101,19 +79,7 @@ def locked_code(slug, text, tags=(), gate=True):
         at = 1 if lines[0].startswith('"""') and lines[0].endswith('"""') else 0
         lines.insert(at, GATE_LINE)
         text = "\n".join(lines)
-    metadata = {"nbgrader": _nbgrader(slug)}
-    if tags:
-        metadata["tags"] = list(tags)
-    return nbformat.v4.new_code_cell(text, id=slug, metadata=metadata)
-
-
-def solution_code(slug, text):
-    """An unlocked solution cell: nbgrader replaces its solution region by a stub."""
-    text = _clean(text)
-    if text.count(BEGIN_SOLUTION) != 1 or text.count(END_SOLUTION) != 1:
-        raise ValueError(f"{slug}: a solution cell needs exactly one solution region")
-    return nbformat.v4.new_code_cell(
-        text, id=slug, metadata={"nbgrader": _nbgrader(slug, solution=True, locked=False)})
+    return notebook_cells.locked_code(slug, text, tags)
 
 
 # The visible line of each hidden cell: it fails only while the answer is still the stub
@@ -1448,41 +1414,14 @@ def build_notebook():
 
 def render():
     """The notebook's exact bytes (UTF-8 JSON ending with a newline)."""
-    text = nbformat.writes(build_notebook(), version=4)
-    if not text.endswith("\n"):
-        text += "\n"
-    return text.encode("utf-8")
+    return notebook_cells.render(build_notebook())
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if the notebook on disk differs from what "
-                             "this script would write")
-    args = parser.parse_args(argv)
-    expected = render()
-    shown = NOTEBOOK.relative_to(ROOT)
-    if args.check:
-        if not NOTEBOOK.exists():
-            print(f"{shown} does not exist: run `python tools/build_training_notebook.py` and "
-                  "commit the result.", file=sys.stderr)
-            return 1
-        if NOTEBOOK.read_bytes() != expected:
-            print(f"{shown} is out of date with tools/build_training_notebook.py, "
-                  "solutions/training.py, the attention notebook's visible tests or "
-                  "POINTS_TRAINING (or was edited by hand): run "
-                  "`python tools/build_training_notebook.py` and commit the result.",
-                  file=sys.stderr)
-            return 1
-        print(f"{shown} is up to date.")
-        return 0
-    NOTEBOOK.parent.mkdir(parents=True, exist_ok=True)
-    if NOTEBOOK.exists() and NOTEBOOK.read_bytes() == expected:
-        print(f"{shown} unchanged.")
-    else:
-        NOTEBOOK.write_bytes(expected)
-        print(f"wrote {shown}")
-    return 0
+    return write_or_check(argv, __doc__.split("\n\n")[0], NOTEBOOK, ROOT, render(),
+                          "python tools/build_training_notebook.py",
+                          "tools/build_training_notebook.py, solutions/training.py, the "
+                          "attention notebook's visible tests or POINTS_TRAINING")
 
 
 if __name__ == "__main__":
