@@ -114,3 +114,21 @@ MHA_FAULTS = SDPA_FAULTS + [
     ("wrong-split-merge", "head-order", "reshape and transpose were done in the wrong order "
                                         "in both split and merge"),
 ]
+
+
+def mha_candidates(X, Ws, n_heads, mask=None, biases=None, scale=True):
+    """What each mistake of ``MHA_FAULTS`` would output on these inputs.
+
+    Args: as ``mha_variant``.
+
+    Returns:
+        list of ``(fault, Y, explanation)`` for ``diagnose``, in ``MHA_FAULTS`` order; a
+        mistake that does not apply to these inputs (``mha_variant`` returned None) is
+        left out.
+    """
+    out = []
+    for bug, fault, why in MHA_FAULTS:
+        alt, _ = mha_variant(X, Ws, n_heads, mask, biases=biases, scale=scale, bug=bug)
+        if alt is not None:
+            out.append((fault, alt, why))
+    return out

@@ -12,7 +12,7 @@ from .. import gradcheck
 from ..core import Fail, call, check, peer
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, mutation_check, rng, unpack, worst_difference)
-from ._variants import MHA_FAULTS, mha_variant
+from ._variants import mha_candidates, mha_variant
 from .layer_norm import student_cache
 
 FWD, BWD = "attention_forward", "attention_backward"
@@ -42,10 +42,7 @@ def _expect_forward(fn, x, params, h, causal=True, scale=True, what=FWD):
     mask = ref.causal_mask(T) if causal else None
     Ws = tuple(params[k] for k in WEIGHTS)
     bs = tuple(params[k] for k in BIASES)
-    candidates = []
-    for bug, fault, why in MHA_FAULTS:
-        alt, _ = mha_variant(x, Ws, h, mask, biases=bs, scale=scale, bug=bug)
-        candidates.append((fault, alt, why))
+    candidates = mha_candidates(x, Ws, h, mask, biases=bs, scale=scale)
     if causal:
         alt, _ = mha_variant(x, Ws, h, None, biases=bs, scale=scale)
         candidates.append(("mask-wrong-axis", alt, "the causal mask was not applied although "
@@ -86,9 +83,8 @@ def forward_no_future_leak(fn):
     if not allclose(y1[:, :3], y2[:, :3], rtol=1e-9, atol=1e-12):
         Ws = tuple(params[k] for k in WEIGHTS)
         bs = tuple(params[k] for k in BIASES)
-        for bug, fault, why in MHA_FAULTS:
-            alt, _ = mha_variant(x, Ws, 2, ref.causal_mask(6), biases=bs, bug=bug)
-            if alt is not None and fault != "padding-ignored" and allclose(y1, alt, atol=1e-9):
+        for fault, alt, why in mha_candidates(x, Ws, 2, ref.causal_mask(6), biases=bs):
+            if fault != "padding-ignored" and allclose(y1, alt, atol=1e-9):
                 raise Fail(fault, f"{FWD}(causal=True): changing tokens 3..5 changed the output "
                                   f"at positions 0..2, so the future leaks into the past. "
                                   f"Likely cause: {why}.")
