@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-from tools.demo import ASSIGNMENT, ROOT, child_env, students_of
+from tools.demo import (ASSIGNMENT, ROOT, below_full_marks, child_env, in_points_order,
+                        students_of)
 
 KIT_BROKEN = 2
 TESTS_FAILED = 1
@@ -123,9 +124,10 @@ def grading_report(summary):
             lines.append(f"| {student} | not graded | nbgrader could not grade this "
                          "submission (see the log) |")
             continue
+        functions = r.get("functions", {})
         lost = [f"{name} {c['score']:g}/{c['max_score']:g} ({', '.join(c['faults']) or '-'})"
-                for name, c in r.get("functions", {}).items()
-                if c["score"] < c["max_score"] - 1e-9]
+                for name in in_points_order(functions) for c in [functions[name]]
+                if below_full_marks(c)]
         lines.append(f"| {student} | {r['score']:g} / {r['max_score']:g} | "
                      f"{'; '.join(lost) or '-'} |")
     lines += ["", f"### Fault ids, over {summary.get('students', 0)} students", "",
