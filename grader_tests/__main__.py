@@ -45,7 +45,8 @@ def main(argv=None):
     g.add_argument("path")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.add_argument("--only", nargs="+", choices=list(POINTS) + list(_training_points()),
-                   metavar="NAME", help="grade only these names")
+                   metavar="NAME", help="grade only these names (put PATH first: "
+                                        "grade PATH --only NAME ...)")
     g.add_argument("--assignment", choices=ASSIGNMENTS, default=None,
                    help="which assignment PATH belongs to (default: a notebook with the "
                         "training gate cell is `training`, anything else `attention`)")
@@ -63,6 +64,10 @@ def main(argv=None):
         return batch_main(argv[1:])
     args = parser.parse_args(argv)
 
+    if os.path.isdir(args.path):
+        return _unreadable(args, f"{args.path} is a folder: give a notebook or a .py file "
+                                 f"(to grade every student of a submitted/ folder: python -m "
+                                 f"grader_tests batch)")
     if not os.path.isfile(args.path):
         return _unreadable(args, f"{args.path}: no such file")
     flags, notes = [], []

@@ -39,6 +39,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 import warnings
@@ -109,11 +110,21 @@ def configured_db_url(root):
     return configured(root, "db_url")
 
 
+def alembic_on_path():
+    """nbgrader's ``Gradebook`` runs the ``alembic`` command found on PATH (to create or
+    upgrade the database); when Python runs from a virtual environment that was not
+    activated, put that environment's ``bin`` first."""
+    bin_dir = os.path.dirname(sys.executable)
+    if shutil.which("alembic") is None and os.path.exists(os.path.join(bin_dir, "alembic")):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
 def _gradebook(db_url, course_id):
     """nbgrader's ``Gradebook`` of the course ``course_id`` (nbgrader's default course
     when None), as nbgrader's own commands open it."""
     from nbgrader.api import Gradebook
 
+    alembic_on_path()
     return Gradebook(db_url, course_id) if course_id else Gradebook(db_url)
 
 
@@ -283,8 +294,11 @@ def in_kernel_scores(root, student, assignment):
     return scores
 
 
-def summarise(log, students, root, assignment, out=sys.stdout):
+def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
     """Print the per-student table, the per-fault counts and any in-kernel disagreement.
+
+    Args:
+        absent: students with no folder for ``assignment`` (listed, nothing recorded).
 
     Returns:
         dict with ``students`` (rows) and ``faults`` (id -> number of students).
@@ -292,6 +306,11 @@ def summarise(log, students, root, assignment, out=sys.stdout):
     rows, faults = [], Counter()
     for student in students:
         rec = log.records.get(student)
+        if student in absent:
+            rows.append({"student": student, "score": None, "flags": [], "errors": [],
+                         "not_submitted": True,
+                         "note": f"not submitted (no {assignment} folder): nothing recorded"})
+            continue
         if rec is None:
             rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
             continue
@@ -322,7 +341,7 @@ def summarise(log, students, root, assignment, out=sys.stdout):
         if r.get("grading_error"):
             score = "ERROR"
         extras = r.get("faults", []) + [f"FLAG: {f}" for f in r["flags"]] + \
-            [f"error: {e}" for e in r["errors"]] + \
+            [f"error: {e}" for e in r["errors"]] + ([r["note"]] if r.get("note") else []) + \
             [f"disagrees with nbgrader: {d}" for d in r.get("disagreements", [])]
         print(f"{r['student']:<{width}}  {score:>12}  {'; '.join(extras)}", file=out)
     print("\nstudents per fault id:", file=out)
@@ -357,11 +376,18 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     log_path = log_path or os.path.join(root, log_name(assignment))
     if fresh and os.path.exists(log_path):
         os.remove(log_path)
+    if not os.path.isdir(submitted):
+        raise BatchSetupError(f"{submitted}: no such folder (the folder of the students' "
+                              f"submissions, submitted/<student>/{assignment}/)")
+    require_assignment(db_url, assignment, course_id)
     log = Log(log_path)
     students = sorted(d for d in os.listdir(submitted)
                       if os.path.isdir(os.path.join(submitted, d)) and not d.startswith("."))
+    # A student with no <assignment> folder has not submitted it: nothing is recorded (an
+    # empty folder is a submission, graded 0 with its reason).
+    absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
     jobs, notes = [], {}
-    for student in students:
+    for student in [s for s in students if s not in absent]:
         path, note = find_submission(os.path.join(submitted, student, assignment), assignment)
         if path is None:
             rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
@@ -446,7 +472,30 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     finally:
         if bar is not None:
             bar.stop()
-    return summarise(log, students, root, assignment)
+    if not jobs and progress:
+        graded = len(students) - len(absent)
+        print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
+              f"{os.path.basename(log_path)} with the same files (--fresh grades them again)")
+    return summarise(log, students, root, assignment, absent=absent)
+
+
+class BatchSetupError(Exception):
+    """The batch cannot start: no submissions folder, or the assignment is not in the
+    gradebook."""
+
+
+def require_assignment(db_url, assignment, course_id=None):
+    """Raise ``BatchSetupError`` unless ``assignment`` is recorded in the gradebook."""
+    from nbgrader.api import MissingEntry
+
+    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
+        warnings.simplefilter("ignore")
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise BatchSetupError(
+                f"assignment {assignment} is not in the gradebook {db_url}: run `nbgrader "
+                f"generate_assignment {assignment} --force` in the course folder first") from None
 
 
 def main(argv=None):
@@ -476,6 +525,9 @@ def main(argv=None):
         summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
                       args.fresh, scheduler=args.scheduler,
                       task_time_limit=args.task_time_limit)
+    except BatchSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, TimeoutError) as exc:
         if not args.scheduler:
             raise

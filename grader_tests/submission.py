@@ -142,6 +142,16 @@ def code_of_notebook(path, given=False):
     return out
 
 
+def _cell_name(index, labels):
+    """How a loading error names a cell: its number counted from 1, as a reader counts
+    the notebook's cells, and its nbgrader id when it has one (``cell 28
+    (exercise_weight_ratio_answer)``); ``the file`` for a ``.py`` submission."""
+    if not labels:
+        return "the file"
+    label = labels.get(index)
+    return f"cell {index + 1}" + (f" ({label})" if label else "")
+
+
 def _no_op(*args, **kwargs):
     """Stands for the gate's ``require_gate`` / ``require_implemented`` while grading."""
     return None
@@ -176,6 +186,7 @@ def load(path, cell_time_limit=None, assignment="attention"):
     """
     if not os.path.isfile(path):
         raise SubmissionError(f"{path}: no such file")
+    labels = {}
     if path.endswith(".py"):
         try:
             with open(path, encoding="utf-8") as f:
@@ -184,6 +195,8 @@ def load(path, cell_time_limit=None, assignment="attention"):
             raise SubmissionError(f"{path}: unreadable ({exc})") from None
     else:
         chunks = code_of_notebook(path, given=assignment == "training")
+        labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
+                  for i, cell in enumerate(_cells(path))}
     namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
     if assignment == "training":
         namespace.update(require_gate=_no_op, require_implemented=_no_op)
@@ -208,11 +221,16 @@ def load(path, cell_time_limit=None, assignment="attention"):
                     if use_alarm:
                         signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
-            loaded.cell_errors.append(f"cell {index}: stopped after {cell_time_limit:g} s "
-                                      f"(a loop that never ends at the top level of a cell?)")
+            loaded.cell_errors.append(f"{_cell_name(index, labels)}: stopped after "
+                                      f"{cell_time_limit:g} s (a loop that never ends at the "
+                                      f"top level of a cell?)")
+        except NotImplementedError:
+            loaded.cell_errors.append(f"{_cell_name(index, labels)}: still the stub (it "
+                                      f"raises NotImplementedError)")
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             # the student's cell failed: record it and keep going, as a notebook run would
-            loaded.cell_errors.append(f"cell {index}: {type(exc).__name__}: {exc}")
+            loaded.cell_errors.append(f"{_cell_name(index, labels)}: "
+                                      f"{type(exc).__name__}: {exc}")
         finally:
             if use_alarm:
                 signal.signal(signal.SIGALRM, previous)

@@ -193,7 +193,7 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     """``batch --assignment training``: the training notebooks of a small class, graded in
     the sandbox with the training graders, land in the gradebook under `training`, with
     their own log (resuming `attention` never skips a `training` student)."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     from grader_tests.checks_training import POINTS_TRAINING
 
@@ -223,6 +223,7 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
         folder.mkdir(parents=True)
         nbformat.write(nb, str(folder / "training.ipynb"))
 
+    (root / "submitted" / "t_absent" / "attention").mkdir(parents=True)  # no training folder
     proc = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
                            "--assignment", "training", "--workers", "2", "--summary-json",
                            "summary.json"], cwd=root, env=_env(root), capture_output=True,
@@ -234,8 +235,13 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     assert rows["t_stubs"]["score"] == 0
     assert rows["t_bug"]["score"] == pytest.approx(100.0 - POINTS_TRAINING["answer_accuracy"]), \
         rows["t_bug"]
+    assert rows["t_absent"]["not_submitted"] and rows["t_absent"]["score"] is None
     with Gradebook("sqlite:///" + str(root / "gradebook.db")) as gb:
         for student, row in rows.items():
+            if student == "t_absent":
+                with pytest.raises(MissingEntry):
+                    gb.find_submission("training", student)
+                continue
             assert gb.find_submission("training", student).score == pytest.approx(row["score"])
         grade = gb.find_grade("answer_accuracy_hidden_checks", "training", "training", "t_bug")
         assert grade.auto_score == 0

@@ -285,3 +285,39 @@ def test_cli_exit_status_2_on_unreadable_submission(tmp_path):
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.returncode == 2
     assert "not a notebook" in json.loads(proc.stdout)["error"]
+
+
+def test_cli_explains_a_folder_given_as_path(tmp_path, capsys):
+    from grader_tests.__main__ import main
+
+    assert main(["grade", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder" in err and "batch" in err
+
+
+def test_loading_names_stub_cells_by_number_and_grade_id():
+    """An untouched stub is reported as a stub, with the cell's number counted from 1 and
+    its nbgrader id, not as a bare NotImplementedError."""
+    from grader_tests.submission import load
+
+    loaded = load(os.path.join(ROOT, "release", "attention", "attention.ipynb"))
+    stubs = [e for e in loaded.cell_errors if "still the stub" in e]
+    assert stubs and len(stubs) == len(loaded.cell_errors), loaded.cell_errors
+    assert any("(exercise_weight_ratio_answer)" in e for e in stubs), stubs
+    assert all(e.startswith("cell ") and not e.startswith("cell 0") for e in stubs), stubs
+
+
+def test_batch_refuses_to_start_without_submissions_or_assignment(tmp_path, capsys):
+    """A folder that does not exist, or an assignment the gradebook does not know, stops
+    the batch before anything is graded, with a message saying what to do (exit 2)."""
+    from grader_tests.batch import main as batch_main
+
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    assert batch_main([str(tmp_path / "no_such_folder"), "--db-url", db]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "submitted" / "s1" / "training").mkdir(parents=True)
+    assert batch_main([str(tmp_path / "submitted"), "--db-url", db, "--assignment",
+                       "training"]) == 2
+    err = capsys.readouterr().err
+    assert "nbgrader generate_assignment training --force" in err
+    assert not (tmp_path / "batch_log_training.jsonl").exists()

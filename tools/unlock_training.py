@@ -43,13 +43,11 @@ GATE_ASSIGNMENT = "attention"
 ASSIGNMENT = "training"
 LEDGER = "unlocked.json"
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside tools/
+    sys.path.insert(0, str(ROOT))
 
-def alembic_on_path():
-    """nbgrader's ``Gradebook`` runs the ``alembic`` command found on PATH; when Python runs
-    from a virtual environment that was not activated, put that environment's ``bin`` first."""
-    bin_dir = str(Path(sys.executable).parent)
-    if shutil.which("alembic") is None and (Path(bin_dir) / "alembic").exists():
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+from grader_tests.batch import alembic_on_path  # noqa: E402
 
 
 def course_settings(config_dir):
