@@ -90,24 +90,21 @@ def sha256(path):
     return digest.hexdigest()
 
 
-def configured(root, key):
-    """``c.CourseDirectory.<key>`` of ``root/nbgrader_config.py``, or None if not set there.
-
-    The file is read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a
-    value computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it.
-    """
+def course_config(root):
+    """``c.CourseDirectory`` of ``root/nbgrader_config.py`` as a dict (empty without the
+    file), read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a value
+    computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it."""
     if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
-        return None
+        return {}
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    course = config.get("CourseDirectory", {})
-    return course.get(key) if key in course else None
+    return dict(config.get("CourseDirectory", {}))
 
 
-def configured_db_url(root):
-    """``c.CourseDirectory.db_url`` of ``root/nbgrader_config.py``, or None."""
-    return configured(root, "db_url")
+def configured(root, key):
+    """``c.CourseDirectory.<key>`` of ``root/nbgrader_config.py``, or None if not set there."""
+    return course_config(root).get(key)
 
 
 def alembic_on_path():
@@ -370,8 +367,9 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         the summary dict of ``summarise``.
     """
     root = root or os.path.dirname(os.path.abspath(submitted))
-    course_id = configured(root, "course_id")
-    db_url = db_url or configured_db_url(root) or \
+    course = course_config(root)  # read once: the gradebook's URL and the course id
+    course_id = course.get("course_id")
+    db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(assignment))
     if fresh and os.path.exists(log_path):

@@ -23,8 +23,9 @@ from tests.test_catalogue import _entry, affected
 
 REFERENCE = inspect.getsource(ref)
 
-# The student's side: a key over the exact bytes of every argument, a table of stored
-# answers loaded from a file, and a wrong computation for anything not in the table.
+# The student's side: a key over the exact bytes of every argument and a table of stored
+# answers loaded from a file (KEY_SOURCE, TABLE_SOURCE), and a wrong computation for anything not in the
+# table (CHEATS).
 KEY_SOURCE = '''
 import hashlib as _hashlib
 import pickle as _pickle
@@ -40,12 +41,13 @@ def _key(args, kwargs):
         return ("py", repr(v))
     return _hashlib.sha256(_pickle.dumps(norm((tuple(args), dict(kwargs))))).hexdigest()
 '''
+TABLE_SOURCE = '''
+with open({table!r}, "rb") as _f:
+    _ANSWERS = _pickle.load(_f)
+'''
 
 CHEATS = {
     "softmax": '''
-        with open({table!r}, "rb") as _f:
-            _ANSWERS = _pickle.load(_f)
-
         def softmax(*args, **kwargs):
             answer = _ANSWERS.get(_key(args, kwargs))
             if answer is not None:
@@ -54,9 +56,6 @@ CHEATS = {
             return np.exp(scores) / np.exp(scores).sum()     # wrong: one sum over everything
     ''',
     "layer_norm_backward": '''
-        with open({table!r}, "rb") as _f:
-            _ANSWERS = _pickle.load(_f)
-
         def layer_norm_backward(*args, **kwargs):
             answer = _ANSWERS.get(_key(args, kwargs))
             if answer is not None:
@@ -97,8 +96,8 @@ def record_answers(name, path):
 
 
 def cheat_source(name, table):
-    return (REFERENCE + "\n" + KEY_SOURCE + "\n"
-            + textwrap.dedent(CHEATS[name]).format(table=str(table)))
+    return (REFERENCE + "\n" + KEY_SOURCE + TABLE_SOURCE.format(table=str(table)) + "\n"
+            + textwrap.dedent(CHEATS[name]))
 
 
 def grade(source, name, mode, tmp_path):

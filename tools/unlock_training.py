@@ -47,19 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside tools/
     sys.path.insert(0, str(ROOT))
 
-from grader_tests.batch import alembic_on_path  # noqa: E402
+from grader_tests.batch import alembic_on_path, course_config  # noqa: E402
 
 
 def course_settings(config_dir):
     """``(db_url, root, course_id)`` from ``nbgrader_config.py`` in ``config_dir`` (any
     may be None)."""
-    path = Path(config_dir) / "nbgrader_config.py"
-    if not path.is_file():
-        return None, None, None
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
-    course = config.get("CourseDirectory", {})
+    course = course_config(str(config_dir))
     return course.get("db_url"), course.get("root"), course.get("course_id")
 
 
