@@ -1,0 +1,162 @@
+"""Evidence read from a submission's source, by the grader, without running it.
+
+The jail makes reaching for the kit useless (the reference, the graders and the gradebook
+are not there, the network is down); the checks make gamed values worthless. What is left
+to tell the instructor is *that* a submission tried, so that its grade waits for review:
+code that names the kit's files or modules, imports what an attention notebook has no use
+for (sockets, processes, C calls), rewrites the interpreter's import machinery or
+builtins, reads the environment, or signals other processes. Only code is read, never
+comments or docstrings, and a flag changes no points: an instructor decides.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+from .submission import SubmissionError, code_of_notebook
+
+# Modules a submission has no use for: the kit's own, and ways out of the process.
+FORBIDDEN_MODULES = ("solutions", "grader_tests", "nbgrader", "ctypes", "socket", "subprocess",
+                     "signal", "pty", "multiprocessing", "gc", "resource", "shutil")
+# Attribute chains that reach the grading machinery or other processes.
+FORBIDDEN_ATTRIBUTES = {
+    ("sys", "modules"): "rewrites sys.modules",
+    ("sys", "meta_path"): "changes the import machinery (sys.meta_path)",
+    ("sys", "path_hooks"): "changes the import machinery (sys.path_hooks)",
+    ("sys", "settrace"): "installs a tracer",
+    ("sys", "setprofile"): "installs a profiler hook",
+    ("sys", "addaudithook"): "installs an audit hook",
+    ("os", "environ"): "reads environment variables",
+    ("os", "getenv"): "reads environment variables",
+    ("os", "kill"): "signals a process",
+    ("os", "killpg"): "signals a process group",
+    ("os", "fork"): "forks a process",
+    ("os", "system"): "runs a shell command",
+    ("os", "popen"): "runs a shell command",
+    ("os", "getppid"): "looks for its parent process",
+}
+# File names of the kit and of credentials, in string constants.
+KIT_PATH = re.compile(r"(^|[/\\])(solutions|grader_tests|submitted|autograded)([/\\.]|$)"
+                      r"|gradebook\.db|nbgrader_config|\.pgpass|/etc/shadow|/proc/\d|\.git/")
+
+
+def _sources(path: str) -> list[tuple[str, str]]:
+    """``(where, code)`` of the student's code in ``path`` (cells of a notebook, or the
+    ``.py`` file); empty when the file cannot be read."""
+    if path.endswith(".py"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return [("the file", f.read())]
+        except OSError:
+            return []
+    try:
+        return [(f"cell {i + 1}", code) for i, code in code_of_notebook(path)]
+    except SubmissionError:
+        return []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _chain(node: ast.AST) -> tuple[str, ...]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return tuple(reversed(parts))
+
+
+def findings(code: str, course_root: str | None = None) -> list[str]:
+    """What one piece of code reaches for, one phrase each, in order, without repeats.
+
+    Args:
+        code: Python source (IPython magics already commented out).
+        course_root: absolute path of the course; a string naming it is evidence too.
+
+    Returns:
+        list of str such as ``"imports socket"`` (empty when the code does not parse).
+    """
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mods = [node.module or ""]
+        else:
+            mods = []
+        for mod in mods:
+            if mod.split(".")[0] in FORBIDDEN_MODULES:
+                found.append(f"imports {mod}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "__import__":
+            found.append("calls __import__")
+        if isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            for key, what in FORBIDDEN_ATTRIBUTES.items():
+                if chain[:2] == key:
+                    found.append(what)
+            if chain and chain[0] in ("builtins", "__builtins__") and \
+                    isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.append("replaces a builtin")
+            if chain and chain[0] in ("np", "numpy") and \
+                    isinstance(node.ctx, (ast.Store, ast.Del)):
+                found.append(f"replaces {'.'.join(('numpy',) + chain[1:])}")
+        if isinstance(node, ast.Name) and node.id == "__builtins__":
+            found.append("touches __builtins__")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                id(node) not in skip:
+            text = node.value
+            if KIT_PATH.search(text) or (course_root and course_root in text):
+                found.append(f"names the file or folder {text[:60]!r}")
+    return list(dict.fromkeys(found))
+
+
+def given_code(root: str) -> set[str]:
+    """Sources of the code cells the kit itself hands out (``release/*/*.ipynb`` under
+    ``root``): a cell left as given is the kit's code, not evidence against a student."""
+    given = set()
+    release = os.path.join(root, "release")
+    for folder in sorted(os.listdir(release)) if os.path.isdir(release) else ():
+        for name in sorted(os.listdir(os.path.join(release, folder))):
+            if name.endswith(".ipynb"):
+                try:
+                    given.update(code for _, code in
+                                 code_of_notebook(os.path.join(release, folder, name), True))
+                except SubmissionError:
+                    continue
+    return given
+
+
+def kit_references(path: str) -> list[str]:
+    """Evidence in the submission ``path`` that it reaches for the kit or the machine,
+    one line per finding and place (``"imports socket (cell 12)"``). Cells exactly as the
+    kit released them are not read.
+
+    Returns:
+        list of str (empty for a submission that only computes).
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    given = given_code(root)
+    lines = []
+    for where, code in _sources(path):
+        if code in given:
+            continue
+        for finding in findings(code, root):
+            lines.append(f"{finding} ({where})")
+    return lines

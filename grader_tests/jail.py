@@ -1,0 +1,274 @@
+"""The jail every run of student code goes through: Debian's bubblewrap (``bwrap``).
+
+What a jailed process gets, and nothing else:
+
+- its own network, PID, IPC and UTS namespaces: no network at all (only a loopback of
+  its own), no view of the host's processes, and it dies with the grader
+  (``--die-with-parent``; the PID namespace takes every child with it);
+- an unprivileged identity: run as root, the jail starts ``setpriv`` inside to become
+  a uid of its own (``JAIL_UID_BASE`` + a number per jail) with no capability and
+  ``no_new_privs``; run as an ordinary user, a user namespace maps that user only;
+- read-only: the system (``/usr``), a few files of ``/etc`` the interpreter and the
+  dynamic loader read (no passwords, keys or host configuration), the Python
+  environment (``sys.base_prefix`` and the virtual environment), with the kit's own
+  packages masked when they live inside it (a non-editable install);
+- read-only, the folder of the one submission being graded, and the files the caller
+  names (the sandbox worker's code); a private ``/tmp`` in memory, capped in size, as the
+  only writable place;
+- no course directory: no reference solutions, no graders' checks, no gradebook, no other
+  student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
+- an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
+- resource limits set before ``exec`` (``Limits``): CPU seconds, processes, file size,
+  open files, no core dumps; the caller adds an address-space cap where it knows the size.
+
+If bubblewrap is missing or cannot create namespaces on this machine, ``require()`` raises
+``JailUnavailable`` with one line saying what to install; grading untrusted code without
+the jail happens only when the instructor opts in (``unjailed_allowed``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Environment variables a jailed process may inherit from the grader (values only of
+# these names; everything else is cleared).
+ENV_ALLOWED = ("LANG", "LC_ALL", "TZ")
+# What every jailed process sees in its environment besides the allowed ones.
+ENV_BASE = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "MPLBACKEND": "Agg",
+    "MPLCONFIGDIR": "/tmp",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+# Files and folders of /etc bound read-only (when they exist): the dynamic loader's cache,
+# Debian's alternatives, fonts for matplotlib, the time zone, user and group names.
+ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts",
+               "localtime", "passwd", "group", "nsswitch.conf", "mime.types",
+               "matplotlibrc")
+# Jailed processes run as JAIL_UID_BASE + n (n < JAIL_UIDS) when the grader is root, so
+# that the process limit of one jail is not shared with another.
+JAIL_UID_BASE = 200000
+JAIL_UIDS = 50000
+# Where, inside the jail, the submission's folder and the caller's files appear.
+SUBMISSION_DIR = "/submission"
+CODE_DIR = "/opt/grader"
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; the "
+                "kit's .ci/run does it) on a Linux machine that allows namespaces")
+
+
+class JailUnavailable(RuntimeError):
+    """bubblewrap is missing, or it cannot build a jail on this machine."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a jailed process (``setrlimit``, set before ``exec``).
+
+    Attributes:
+        cpu_seconds: int, CPU time (seconds) the whole jail's main process may use.
+        processes: int, processes and threads the jail's user may have at once.
+        file_bytes: int, largest file it may write (bytes).
+        open_files: int, file descriptors it may hold.
+        tmp_bytes: int, size of its private ``/tmp`` (bytes, in memory).
+        address_space_bytes: int or None, virtual memory cap (bytes); None leaves it to
+            the process (the sandbox worker caps itself after loading NumPy).
+    """
+
+    cpu_seconds: int = 600
+    processes: int = 64
+    file_bytes: int = 64 * 2**20
+    open_files: int = 256
+    tmp_bytes: int = 128 * 2**20
+    address_space_bytes: int | None = None
+
+
+def bwrap_path() -> str | None:
+    """Path of the ``bwrap`` executable, or None."""
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None)
+
+
+@functools.lru_cache(maxsize=1)
+def problem() -> str | None:
+    """Why no jail can be made here (one line), or None when it can: bubblewrap present
+    and a trial jail running ``true`` exits 0. Cached for the life of the process."""
+    if not sys.platform.startswith("linux"):
+        return f"the jail needs Linux namespaces; this is {sys.platform}: {INSTALL_HINT}"
+    if bwrap_path() is None:
+        return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+    trial = command(["/bin/true"], readonly=(), submission_dir=None)
+    try:
+        done = subprocess.run(trial.argv, preexec_fn=trial.preexec, capture_output=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return (f"bubblewrap cannot build a jail here ({said[-1] if said else done.returncode})"
+                f": {INSTALL_HINT}")
+    return None
+
+
+def require() -> None:
+    """Raise ``JailUnavailable`` (one line: what to install) if no jail can be made."""
+    reason = problem()
+    if reason:
+        raise JailUnavailable(reason)
+
+
+@dataclass
+class Command:
+    """A jailed command: ``subprocess.Popen(c.argv, preexec_fn=c.preexec, ...)``."""
+
+    argv: list[str]
+    preexec: object
+
+
+def _parents(path: str) -> list[str]:
+    """The folders above ``path``, outermost first (``/a/b/c`` -> ``/a``, ``/a/b``)."""
+    parts, out = path.strip("/").split("/")[:-1], []
+    for i in range(len(parts)):
+        out.append("/" + "/".join(parts[: i + 1]))
+    return out
+
+
+def _under(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def python_roots() -> list[str]:
+    """Folders of the running Python to bind read-only: its base installation and the
+    virtual environment (each once, none under ``/usr``, which is bound whole)."""
+    roots = []
+    for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        p = os.path.realpath(p)
+        if os.path.basename(p) == "bin" and p != os.path.realpath(sys.prefix):
+            p = os.path.dirname(p)
+        if _under(p, "/usr") or any(_under(p, r) for r in roots):
+            continue
+        roots = [r for r in roots if not _under(r, p)] + [p]
+    return roots
+
+
+def kit_packages() -> list[str]:
+    """Folders of the kit's own packages (``solutions``, ``grader_tests``)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [here, os.path.join(os.path.dirname(here), "solutions")]
+
+
+def _limits_preexec(limits: Limits, uid: int | None):
+    def preexec():
+        os.setsid()
+        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
+                            (resource.RLIMIT_FSIZE, limits.file_bytes),
+                            (resource.RLIMIT_NOFILE, limits.open_files),
+                            (resource.RLIMIT_CORE, 0),
+                            (resource.RLIMIT_NPROC, limits.processes)):
+            resource.setrlimit(kind, (value, value))
+        if limits.address_space_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (limits.address_space_bytes,) * 2)
+    return preexec
+
+
+def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
+            readwrite: Iterable[tuple[str, str]] = (), submission_dir: str | None = None,
+            cwd: str = "/tmp", env: dict[str, str] | None = None,
+            limits: Limits = Limits(), slot: int | None = None) -> Command:
+    """The bubblewrap command line running ``argv`` in a jail.
+
+    Args:
+        argv: the program and its arguments, as paths seen inside the jail (the Python
+            environment keeps its own paths).
+        readonly: ``(source, destination)`` pairs bound read-only (files or folders).
+        readwrite: ``(source, destination)`` pairs bound writable (a kernel's socket
+            folder); keep them private to the one jail.
+        submission_dir: folder of the submission, bound read-only at ``SUBMISSION_DIR``.
+        cwd: working directory inside the jail.
+        env: variables set inside, on top of ``ENV_BASE`` and the allowed ones.
+        limits: resource limits.
+        slot: picks the jail's uid when run as root (default: from the process id).
+
+    Returns:
+        Command (``argv`` and the ``preexec`` function that sets the limits).
+    """
+    bwrap = bwrap_path() or "bwrap"
+    root = os.geteuid() == 0
+    uid = JAIL_UID_BASE + ((os.getpid() if slot is None else slot) % JAIL_UIDS)
+    args = [bwrap, "--die-with-parent", "--new-session",
+            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--clearenv", "--hostname", "jail"]
+    if root:
+        # Root needs no user namespace: the jail drops to a uid of its own with setpriv.
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-user", "--disable-userns"]
+    made = {"/"}
+
+    def directory(path):
+        for p in _parents(path):
+            if p not in made:
+                args.extend(["--perms", "0755", "--dir", p])
+                made.add(p)
+
+    for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = "/" + top
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--perms", "0755", "--dir", "/etc"]
+    made.add("/etc")
+    for name in ETC_ALLOWED:
+        path = os.path.join("/etc", name)
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in python_roots():
+        directory(path)
+        args += ["--ro-bind", path, path]
+        made.add(path)
+    for package in kit_packages():  # a non-editable install inside the environment
+        if os.path.isdir(package) and any(_under(package, r) for r in python_roots()):
+            args += ["--tmpfs", package]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    made.add("/tmp")
+    if submission_dir is not None:
+        directory(SUBMISSION_DIR)
+        args += ["--ro-bind", submission_dir, SUBMISSION_DIR]
+    for source, dest in readonly:
+        directory(dest)
+        args += ["--ro-bind", source, dest]
+    for source, dest in readwrite:
+        directory(dest)
+        args += ["--bind", source, dest]
+    variables = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
+    variables.update(ENV_BASE)
+    variables.update(env or {})
+    for key, value in variables.items():
+        args += ["--setenv", key, value]
+    args += ["--chdir", cwd, "--"]
+    if root:
+        args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                 "--no-new-privs", "--"]
+    args += list(argv)
+    return Command(args, _limits_preexec(limits, uid))
+
+
+def chown_for_jail(path: str) -> None:
+    """Make ``path`` (a folder or file the grader made) readable inside the jail: a jailed
+    process is another user, so it needs the read (and, for folders, search) bits."""
+    mode = 0o755 if os.path.isdir(path) else 0o644
+    os.chmod(path, mode)
