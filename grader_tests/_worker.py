@@ -1,12 +1,14 @@
 """The sandbox worker: the only process where a student's code runs during isolated grading.
 
-Started by ``sandbox.Sandbox`` as ``python -I .../grader_tests/_worker.py FD MEMORY_MB``.
-It imports neither the graders nor the reference (imports of ``grader_tests`` and
-``solutions`` are refused and recorded), sends its standard output and error to
-``/dev/null``, caps its address space, loads the submission, and then answers requests
-on the socket ``FD``: call a function of the submission on given arguments (other graded
-names it reaches are answered by the grader, through callbacks, with the reference), or
-report what it noticed. Every message is ``wire`` JSON.
+Started by ``sandbox.Sandbox`` inside the jail (``jail.py``) as
+``python -I /opt/grader/_worker.py FD MEMORY_MB``, with only this file and the modules it
+imports (``wire``, ``rebind``, ``submission``) bound beside it: the graders and the
+reference are not in the jail. It sends its standard output and error to ``/dev/null``,
+caps its address space, loads the submission, and then answers requests on the socket
+``FD``: call a function of the submission on given arguments (other graded names it
+reaches are answered by the grader, through callbacks). Every message is ``wire`` JSON.
+Nothing this process says about itself is believed: the grader judges the values it
+receives, the calls it is asked for, and whether the process lives.
 """
 
 import functools
@@ -22,34 +24,9 @@ from multiprocessing.connection import Connection  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import integrity  # noqa: E402
 import rebind  # noqa: E402
 import submission  # noqa: E402
 import wire  # noqa: E402
-
-ATTEMPTS = []  # tampering attempts seen in this process (imports, file reads)
-PROTECTED = ("solutions", "grader_tests")
-PROTECTED_DIRS = tuple(os.path.join(os.path.dirname(HERE), d) for d in PROTECTED)
-
-
-class _RefuseKitImports:
-    """Meta-path finder refusing the reference and the graders inside the sandbox."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] in PROTECTED:
-            ATTEMPTS.append(f"the submission tried to import {fullname}")
-            raise ImportError(f"{fullname} is not available to submissions")
-        return None
-
-
-def _audit(event, args):
-    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        try:
-            path = os.path.abspath(os.fsdecode(args[0]))
-        except Exception:
-            return
-        if any(path.startswith(d + os.sep) for d in PROTECTED_DIRS):
-            ATTEMPTS.append(f"the submission opened {os.path.relpath(path, os.path.dirname(HERE))}")
 
 
 class Callback:
@@ -107,7 +84,7 @@ STATE = {}  # conn, table, prepare(name): what serve() needs
 
 def send(conn, message, table):
     try:
-        data = wire.dumps(message, table, integrity.rigged_object, callable_of(table))
+        data = wire.dumps(message, table, None, callable_of(table))
     except Exception as exc:  # e.g. a value NumPy cannot turn into bytes
         data = wire.dumps({"op": "raised", "types": ["TypeError"],
                            "message": f"the result could not be sent: {exc}"})
@@ -124,10 +101,13 @@ def _builtin_exception(name):
     return kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
 
 
-def isolated(fn, namespace, spec_names, conn, table):
-    """``fn`` with every other graded name it reaches answered by the grader (the same
-    re-binding as ``core.isolate``, with callbacks in place of the reference)."""
-    return rebind.rebound(fn, {name: Callback(conn, table, name) for name in spec_names})
+def isolated(name, fn, spec_names, conn, table):
+    """The function graded as ``name`` with every OTHER graded name it reaches answered by
+    the grader (the same re-binding as ``core.isolate``, with callbacks in place of the
+    reference). The graded name itself is never replaced, whatever ``fn.__name__`` is: an
+    alias of a function that calls ``name`` reaches the student's own code."""
+    callees = {other: Callback(conn, table, other) for other in spec_names if other != name}
+    return rebind.rebound(fn, callees)
 
 
 def describe(value):
@@ -138,7 +118,7 @@ def describe(value):
 
 
 def serve(request):
-    """The reply to one request of the grader (``call``, ``call-handle``, ``problems``;
+    """The reply to one request of the grader (``call``, ``call-handle``;
     ``load`` is handled by ``main``)."""
     op = request["op"]
     if op in ("call", "call-handle"):
@@ -151,8 +131,6 @@ def serve(request):
         except BaseException as exc:  # everything the student's code raises goes back
             mro = [k.__name__ for k in type(exc).__mro__]
             return {"op": "raised", "types": mro, "message": str(exc)[:2000]}
-    if op == "problems":
-        return {"op": "problems", "problems": integrity.environment_problems() + ATTEMPTS}
     return {"op": "error", "message": f"unknown op {op}"}
 
 
@@ -162,8 +140,6 @@ def main():
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    sys.meta_path.insert(0, _RefuseKitImports())
-    sys.addaudithook(_audit)
     os.environ["MPLBACKEND"] = "Agg"
     np.ones((8, 8)) @ np.ones((8, 8))  # load BLAS before the address-space cap
     if memory_mb > 0:
@@ -177,7 +153,7 @@ def main():
 
     def prepare(name):
         if name not in prepared:
-            prepared[name] = isolated(loaded_state["namespace"][name], loaded_state["namespace"],
+            prepared[name] = isolated(name, loaded_state["namespace"][name],
                                       loaded_state["spec_names"], conn, table)
         return prepared[name]
 

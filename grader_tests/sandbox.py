@@ -14,9 +14,11 @@ call, after which the worker is restarted.
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from multiprocessing.connection import Connection
 
@@ -25,12 +27,15 @@ import numpy as np
 from solutions import attention as reference
 from solutions.training import ModelConfig
 
-from . import wire
-from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, StudentTimeout,
-                   grade_namespace)
+from . import evidence, jail, wire
+from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, FunctionResult,
+                   StudentTimeout, callees, grade_namespace)
 
 wire.register_record(ModelConfig)  # configurations cross as records, rebuilt here as this
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "_worker.py")
+# The worker and the modules it imports: the only code of the kit inside the jail.
+WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
 EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
                       "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                       "budget_kv_to_weights", "budget_kv_cache_bytes_mqa")
@@ -61,36 +66,67 @@ class Sandbox:
         load_time_limit: float, seconds the whole load may take; each cell gets a third.
     """
 
-    def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention"):
+    def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention",
+                 jailed=True):
         self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
-        self.assignment = assignment
+        self.assignment, self.jailed = assignment, jailed
         self.proc = self.conn = None
-        self.names, self.cell_errors, self.restarts = {}, [], 0
+        self.scratch = self.inside = None  # the private copy of the submission
+        self.names, self.cell_errors = {}, []
         self.callables = {}   # key -> a function of ours the worker may call back
+        self.callees = {}     # graded name -> what answers it for the function being graded
+        self.refused = []     # callbacks the worker asked for and was never offered
         self.deadline = None  # of the call in progress: nested calls share it
 
     # -- process management ---------------------------------------------------------------
     def start(self):
-        """Start the worker and load the submission into it."""
+        """Start the worker in the jail (or, opted in, unjailed) and load the submission.
+
+        Raises:
+            jail.JailUnavailable: no jail can be made here and unjailed grading was not
+                allowed.
+            StudentTimeout, WorkerDied: loading did not finish (``grade_isolated`` turns
+                these into a grade).
+        """
         parent, child = socket.socketpair()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   MPLBACKEND="Agg")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", WORKER, str(child.fileno()), str(self.memory_mb)],
-            pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=os.path.dirname(os.path.abspath(self.path)), env=env)
+        if self.scratch is None:
+            self.scratch = tempfile.mkdtemp(prefix="attention-kit-submission-")
+            jail.chown_for_jail(self.scratch)
+            self.inside = os.path.join(self.scratch, os.path.basename(self.path))
+            shutil.copyfile(self.path, self.inside)
+            jail.chown_for_jail(self.inside)
+        fd = str(child.fileno())
+        if self.jailed:
+            jail.require()
+            code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{f}") for f in WORKER_FILES]
+            command = jail.command(
+                [sys.executable, "-I", f"{jail.CODE_DIR}/_worker.py", fd, str(self.memory_mb)],
+                readonly=code, submission_dir=self.scratch)
+            argv, preexec, cwd, env = command.argv, command.preexec, None, None
+            path = f"{jail.SUBMISSION_DIR}/{os.path.basename(self.path)}"
+        else:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+            env.update(jail.ENV_BASE)
+            argv, preexec, cwd = [sys.executable, "-I", WORKER, fd, str(self.memory_mb)], \
+                os.setsid, self.scratch
+            path = self.inside
+        self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     cwd=cwd, env=env, preexec_fn=preexec)
         child.close()
         self.conn = Connection(parent.detach())
-        reply = self._request({"op": "load", "path": os.path.abspath(self.path),
+        reply = self._request({"op": "load", "path": path,
                                "spec_names": list(SPEC_FUNCTIONS),
                                "names": list(graded_points(self.assignment)),
                                "assignment": self.assignment,
                                "variables": list(EXERCISE_VARIABLES),
                                "cell_time_limit": self.load_time_limit / 3},
                               self.load_time_limit)
-        self.names = reply["names"]
-        self.cell_errors = reply["cell_errors"]
+        if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
+            self.stop()
+            raise WorkerDied()
+        self.names = {str(k): v for k, v in reply["names"].items() if isinstance(v, dict)}
+        self.cell_errors = [str(e) for e in reply.get("cell_errors", [])][:200]
 
     def stop(self):
         """Kill the worker (idempotent)."""
@@ -106,9 +142,15 @@ class Sandbox:
             self.proc.wait()
             self.proc = None
 
+    def close(self):
+        """Kill the worker and delete the submission's scratch copy."""
+        self.stop()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
     def restart(self):
         self.stop()
-        self.restarts += 1
         self.start()
 
     def __enter__(self):
@@ -116,7 +158,7 @@ class Sandbox:
         return self
 
     def __exit__(self, *exc):
-        self.stop()
+        self.close()
 
     # -- the protocol ---------------------------------------------------------------------
     def _callable_of(self, obj):
@@ -174,10 +216,20 @@ class Sandbox:
             self.deadline = outer
 
     def _answer_callback(self, request):
-        name = request["name"]
-        fn = self.callables.get(name) or getattr(reference, name)
+        """Answer a callback only with what the grader offered: a function of ours it sent
+        (``callables``) or a graded name the function being graded may reach
+        (``callees``). Anything else is refused and remembered as evidence."""
+        name = str(request.get("name"))
+        fn = self.callables.get(name) or self.callees.get(name)
+        args, kwargs = request.get("args", []), request.get("kwargs", {})
+        if fn is None or not isinstance(args, list) or not isinstance(kwargs, dict):
+            if len(self.refused) < 20:
+                self.refused.append(name[:80])
+            self.conn.send_bytes(self._dumps({"op": "callback-error", "type": "RuntimeError",
+                                              "message": "not available"}))
+            return
         try:
-            value = fn(*request["args"], **request["kwargs"])
+            value = fn(*args, **kwargs)
             self.conn.send_bytes(self._dumps({"op": "callback-result", "value": value}))
         except (StudentTimeout, WorkerDied):
             raise
@@ -220,13 +272,6 @@ class Sandbox:
             raise RemoteError(types[0], message)
         return reply["value"], reply["args"], reply["kwargs"]
 
-    def problems(self):
-        """Tampering the worker noticed in its own process (list of str)."""
-        if self.conn is None:
-            self.restart()
-        return self._request({"op": "problems"}, 30.0)["problems"]
-
-
 class RemoteFunction:
     """A callable standing for the submission's function ``name`` in the sandbox."""
 
@@ -238,8 +283,14 @@ class RemoteFunction:
         self.time_limit = CHECK_TIME_LIMIT
 
     def __call__(self, *args, **kwargs):
-        result, args_after, kwargs_after = self.sandbox.call(self.__name__, args, kwargs,
-                                                             self.time_limit)
+        box = self.sandbox
+        outer = box.callees
+        box.callees = callees_for(self.__name__, self)
+        try:
+            result, args_after, kwargs_after = box.call(self.__name__, args, kwargs,
+                                                        self.time_limit)
+        finally:
+            box.callees = outer
         self.last_args = (args_after, kwargs_after)
         _advance_generators(args, kwargs, args_after, kwargs_after)
         return result
@@ -287,24 +338,57 @@ def graded_points(assignment):
     return POINTS
 
 
-def grade_isolated(path, names=None, memory_mb=1024, assignment="attention"):
-    """Grade a submission file with its code in a sandbox process.
+def callees_for(name, target):
+    """What answers, in the grader, each other graded name the function graded as ``name``
+    reaches: ``core.callees`` (the reference, whose own uses of ``name`` call ``target``,
+    the proxy of the student's function); nothing for a name outside the contract."""
+    if name not in SPEC_FUNCTIONS:
+        return {other: getattr(reference, other) for other in SPEC_FUNCTIONS}
+    return callees(name, target)
 
-    A submission the sandbox saw tampering (patching NumPy or builtins, faking modules,
-    importing or opening the kit's files) keeps the points of the functions that are right
-    on their own merits; every function below full marks is set to 0 with a ``tampering``
-    check naming what was seen, since its failure may be what the tampering tried to hide.
+
+def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jailed=True):
+    """Grade a submission file with its code in a jailed process.
+
+    Nothing the student's process says about itself counts: the grade comes from the
+    values the checks receive, and the flags (``flags``) from what the grader observes
+    from outside: a check that found a value gamed (``tampering_flags``), a callback the
+    process asked for and was never offered, the submission's own source naming the kit's
+    files or modules or reaching for the grading machinery (``evidence``), a load that
+    never finished. A flag withholds the grade for review; it does not change the points.
+
+    Args:
+        path: str, a notebook or ``.py`` file.
+        names: graded names to grade (default: all of the assignment).
+        memory_mb: int, address space the worker may add after start-up.
+        assignment: ``"attention"`` or ``"training"``.
+        jailed: bool, run the worker in the jail (``jail.py``); False only where the
+            instructor allowed unjailed grading.
 
     Returns:
         ``(results, cell_errors, flags)``: ``results`` as ``core.grade_namespace``;
-        ``cell_errors`` the cells that failed while loading; ``flags`` what the sandbox
-        saw the submission try, then one line per function whose checks found it gamed
-        (``tampering_flags``).
+        ``cell_errors`` the cells that failed while loading; ``flags`` list of str.
 
     Raises:
-        submission.SubmissionError: never; an unreadable file shows in ``cell_errors``.
+        jail.JailUnavailable: ``jailed`` and no jail can be made here.
     """
-    with Sandbox(path, memory_mb=memory_mb, assignment=assignment) as box:
+    if jailed:
+        jail.require()
+    points = graded_points(assignment)
+    flags = [f"the submission {e}" for e in evidence.kit_references(path)]
+    box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed)
+    try:
+        try:
+            box.start()
+        except (StudentTimeout, WorkerDied) as exc:
+            what = ("did not finish loading within " f"{box.load_time_limit:g} s"
+                    if isinstance(exc, StudentTimeout) else
+                    "ended its process while loading (exit, signal or memory exhausted)")
+            results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
+                "the submission loads", False, "timeout" if isinstance(exc, StudentTimeout)
+                else "crash", f"the submission {what}: nothing could be graded.")])
+                for n in (names or points)}
+            return results, [f"the submission {what}"], flags
         ns = remote_namespace(box)
         if assignment == "training":
             from .checks_training import grade_namespace as grade_training
@@ -312,15 +396,11 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention"):
             results = grade_training(ns, names)
         else:
             results = grade_namespace(ns, names)
-        flags = box.problems()
         cell_errors = box.cell_errors
-    if flags:
-        message = "tampering seen in the submission's process: " + "; ".join(flags) + "."
-        for r in results.values():
-            if r.score < r.max_score:
-                r.score = 0.0
-                r.checks.append(CheckResult("the submission left the grading environment alone",
-                                            False, "tampering", message))
+        flags += [f"the submission's process asked the grader for {name!r}, which it was "
+                  f"never offered" for name in dict.fromkeys(box.refused)]
+    finally:
+        box.close()
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]
 
 

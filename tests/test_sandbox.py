@@ -36,7 +36,7 @@ CASES = {
         import os, signal
         def causal_mask(T):
             os.kill(os.getpid(), signal.SIGKILL)
-    """, {"causal_mask": "crash", "padding_mask": None}, None),
+    """, {"causal_mask": "crash", "padding_mask": None}, "signals a process"),
     "exhausts memory": ("""
         def causal_mask(T):
             return np.ones((1 << 34,), dtype=np.uint8)
@@ -57,26 +57,26 @@ CASES = {
         np.allclose = lambda *a, **k: True
         def softmax(scores, axis=-1):
             return np.zeros_like(scores)
-    """, {"softmax": "tampering", "causal_mask": None}, "numpy.allclose"),
+    """, {"softmax": "tampering", "causal_mask": None}, "replaces numpy.allclose"),
     "patches numpy.testing": ("""
         import numpy.testing
         numpy.testing.assert_allclose = lambda *a, **k: None
         def padding_mask(lengths, T):
             return None
-    """, {"padding_mask": "tampering", "softmax": None}, "numpy.testing.assert_allclose"),
+    """, {"padding_mask": "tampering", "softmax": None}, "replaces numpy.testing.assert_allclose"),
     "replaces builtins.__import__": ("""
         import builtins
         _imp = builtins.__import__
         builtins.__import__ = lambda *a, **k: _imp(*a, **k)
         def causal_mask(T):
             return np.ones((T, T), dtype=bool)
-    """, {"causal_mask": "tampering", "softmax": None}, "builtins.__import__"),
+    """, {"causal_mask": "tampering", "softmax": None}, "replaces a builtin"),
     "fakes grader_tests": ("""
         import sys, types
         sys.modules["grader_tests"] = types.ModuleType("grader_tests")
         def softmax(scores, axis=-1):
             return scores
-    """, {"softmax": "tampering", "causal_mask": None}, "grader_tests"),
+    """, {"softmax": "tampering", "causal_mask": None}, "rewrites sys.modules"),
     "redefines AssertionError": ("""
         import builtins
         class AssertionError(Exception):
@@ -84,35 +84,38 @@ CASES = {
         builtins.AssertionError = AssertionError
         def causal_mask(T):
             return np.zeros((T, T), dtype=bool)
-    """, {"causal_mask": "tampering", "padding_mask": None}, "AssertionError"),
+    """, {"causal_mask": "tampering", "padding_mask": None}, "replaces a builtin"),
     "imports the reference": ("""
         def softmax(scores, axis=-1):
             return scores
         from solutions.attention import softmax
-    """, {"softmax": "tampering", "causal_mask": None}, "import solutions"),
+    """, {"softmax": "tampering", "causal_mask": None}, "imports solutions.attention"),
     "reads the graders' files": ("""
         import glob, os
         for _p in glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "*")):
             pass
-        _src = open(__import__("os").path.join("{root}", "grader_tests", "checks",
-                                                "softmax.py")).read()
+        try:
+            _src = open(__import__("os").path.join("{root}", "grader_tests", "checks",
+                                                    "softmax.py")).read()
+        except OSError:  # the jail has no such file: the submission's own code must do
+            pass
         def softmax(scores, axis=-1):
             return np.ones_like(scores)
-    """, {"softmax": "tampering", "causal_mask": None}, "opened grader_tests"),
+    """, {"softmax": "tampering", "causal_mask": None}, "names the file or folder 'grader_tests'"),
     "returns an object equal to everything": ("""
         class _Yes:
             def __eq__(self, other):
                 return True
         def causal_mask(T):
             return _Yes()
-    """, {"causal_mask": "tampering", "softmax": None}, "causal_mask: it returned a _Yes"),
+    """, {"causal_mask": "tampering", "softmax": None}, None),
     "returns a lying ndarray subclass": ("""
         class _Liar(np.ndarray):
             def __eq__(self, other):
                 return np.ones(np.shape(other), dtype=bool)
         def softmax(scores, axis=-1):
             return np.zeros(np.shape(scores)).view(_Liar)
-    """, {"softmax": "tampering", "causal_mask": None}, "softmax: it returned an ndarray"),
+    """, {"softmax": "tampering", "causal_mask": None}, None),
 }
 
 
@@ -130,6 +133,9 @@ def test_isolated_grading_survives(case, tmp_path):
         detail = [(c.name, c.fault, c.message) for c in r.checks if not c.passed]
         if fault is None:
             assert r.score == r.max_score, (case, name, detail)
+        elif fault == "tampering":  # in the jail the attack changes nothing here: the
+            # function keeps only the points its own behaviour earns, and the flag says why
+            assert r.score < r.max_score, (case, name, detail)
         else:
             assert r.score == 0, (case, name, r.score, detail)
             assert fault in r.faults, (case, name, detail)
