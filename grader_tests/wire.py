@@ -2,16 +2,20 @@
 
 Only plain data crosses: ``None``, bools, ints, floats (NaN and infinities included),
 strings, lists, tuples, dicts, and NumPy arrays and scalars of boolean, integer, float or
-complex dtype (sent as raw bytes with their dtype and shape); NumPy random generators (as
-their bit generator's state); records (dataclass instances such as a model configuration,
-and ``types.SimpleNamespace`` objects such as an ``ops`` namespace: their fields by name).
+complex dtype (sent as raw bytes with their dtype and shape: a 0-d array stays a 0-d
+array, a NumPy scalar a NumPy scalar, an empty or non-contiguous array keeps its shape,
+all with their dtype and byte order); NumPy random generators (as their bit generator's
+state); records (dataclass instances such as a model configuration, and
+``types.SimpleNamespace`` objects such as an ``ops`` namespace: their fields by name).
 Functions travel as references the receiving side turns into something it can call (the
 ``callable_of`` and ``resolve`` hooks: a grader's function becomes a callback in the
 student's process, a student's function a remote call from the grader's). Anything else
 stays in the process that made it and travels as a ``Handle``: an opaque reference the
 other side can send back (a student's cache object, say) but never look into. Decoding
 therefore never runs code chosen by the student: a record is rebuilt from a class this
-side registered (``RECORDS``) or as a fresh frozen dataclass of the same name.
+side registered (``RECORDS``) or as a fresh frozen dataclass of the same name. An
+exception raised by student code crosses as the names of its classes; ``exception_class``
+turns them into one of a fixed table of classes (``EXCEPTIONS``) or None.
 
 This module imports only the standard library and NumPy, so that the sandbox worker can
 use it without importing the graders or the reference.
@@ -26,6 +30,73 @@ import types
 import numpy as np
 
 PLAIN_KINDS = "biufc"
+
+# Exception classes a student's exception may be re-raised as on the grader's side
+# (``exception_class``): classes that carry a message and nothing else, that the graders'
+# own code never uses as control flow, and that take a message as their only argument.
+# Left out on purpose: ``Exception`` and ``BaseException`` (an unknown class stays unknown),
+# ``StopIteration`` and ``StopAsyncIteration`` (raised in a grader's loop they would end it
+# early), ``GeneratorExit``, ``KeyboardInterrupt``, ``SystemExit``, the ``OSError`` family
+# (a dead socket to the sandbox is an ``OSError``: a student's must not pass for one) and
+# the ``ImportError`` family.
+_BUILTIN_EXCEPTIONS = (
+    ArithmeticError, AssertionError, AttributeError, FloatingPointError, IndexError,
+    KeyError, LookupError, MemoryError, NameError, NotImplementedError, OverflowError,
+    RecursionError, RuntimeError, TypeError, UnboundLocalError, ValueError,
+    ZeroDivisionError, Warning, UserWarning, RuntimeWarning, DeprecationWarning,
+    FutureWarning,
+)
+_NUMPY_EXCEPTIONS = tuple(
+    kind for kind in (
+        getattr(np.exceptions, "AxisError", None),
+        getattr(np.exceptions, "ComplexWarning", None),
+        getattr(np.exceptions, "DTypePromotionError", None),
+        getattr(np.exceptions, "TooHardError", None),
+        getattr(np.exceptions, "RankWarning", None),
+        getattr(np.exceptions, "VisibleDeprecationWarning", None),
+        getattr(np.exceptions, "ModuleDeprecationWarning", None),
+        np.linalg.LinAlgError,
+    ) if isinstance(kind, type) and issubclass(kind, Exception))
+# Each class under its bare name and under ``module.qualname`` (``numpy.exceptions.AxisError``,
+# ``builtins.ValueError``, ``numpy.linalg.LinAlgError``).
+EXCEPTIONS = {}
+for _kind in _BUILTIN_EXCEPTIONS + _NUMPY_EXCEPTIONS:
+    EXCEPTIONS[_kind.__name__] = _kind
+    EXCEPTIONS[f"{_kind.__module__}.{_kind.__qualname__}"] = _kind
+del _kind
+# How many names of a student's list are looked at (an MRO is never this long).
+_MAX_MRO_NAMES = 64
+
+
+def exception_class(mro_names: list[str]) -> type[Exception] | None:
+    """The class a student's exception is re-raised as on the grader's side, or None.
+
+    The student's process sends the names of the classes of its exception's ``__mro__``,
+    most specific first. The first of them this module knows (``EXCEPTIONS``: safe
+    builtins, ``numpy.exceptions.AxisError`` and NumPy's other exception and warning
+    classes, ``numpy.linalg.LinAlgError``) is returned: in an MRO a class comes before
+    its bases, so that is the most specific known class. The names are only looked up,
+    never imported or evaluated, so nothing outside the table can come back, whatever the
+    student's process sends; a student class named like a known one (``class
+    AxisError(Exception)``) maps to the known class, which the student could have raised
+    anyway.
+
+    Args:
+        mro_names: list of str, bare class names (``"AxisError"``) or ``module.qualname``
+            (``"numpy.exceptions.AxisError"``); entries that are not str are skipped, and
+            only the first 64 entries are read.
+
+    Returns:
+        A subclass of ``Exception`` from ``EXCEPTIONS``, or None when no name is known
+        (the caller then raises its own stand-in with the first name in its message).
+    """
+    if not isinstance(mro_names, (list, tuple)):
+        return None
+    for name in mro_names[:_MAX_MRO_NAMES]:
+        if type(name) is str and name in EXCEPTIONS:
+            return EXCEPTIONS[name]
+    return None
+
 
 # Record classes this side rebuilds by name (the grader registers its model configuration;
 # the student's process registers none and gets look-alike frozen dataclasses).
@@ -91,7 +162,8 @@ def _encode(obj, table, rigged_of, callable_of=None):
         return obj if math.isfinite(obj) else {"__float__": repr(obj)}
     if isinstance(obj, np.ndarray) and type(obj).__module__.startswith("numpy") and \
             obj.dtype.kind in PLAIN_KINDS:  # NumPy's own subclasses travel as plain arrays
-        arr = np.ascontiguousarray(np.asarray(obj))
+        # np.asarray(order="C") keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+        arr = np.asarray(obj.view(np.ndarray), order="C")
         return {"__nd__": arr.dtype.str, "shape": list(arr.shape),
                 "data": base64.b64encode(arr.tobytes()).decode("ascii")}
     if isinstance(obj, np.generic) and type(obj).__module__ == "numpy" and \
@@ -147,22 +219,35 @@ def dumps(obj, table=None, rigged_of=None, callable_of=None):
                       allow_nan=False).encode("utf-8")
 
 
+def _plain_dtype(spec):
+    """The dtype named ``spec`` if it is one of ``PLAIN_KINDS``; ValueError otherwise."""
+    try:
+        dtype = np.dtype(spec) if isinstance(spec, str) else None
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in PLAIN_KINDS or dtype.fields or dtype.subdtype:
+        raise ValueError("refused dtype")
+    return dtype
+
+
 def _decode(obj, table, resolve=None):
     if isinstance(obj, list):
         return [_decode(x, table, resolve) for x in obj]
     if not isinstance(obj, dict):
         return obj
     if "__nd__" in obj:
-        dtype = np.dtype(obj["__nd__"])
-        if dtype.kind not in PLAIN_KINDS:
-            raise ValueError("refused dtype")
+        dtype = _plain_dtype(obj["__nd__"])
+        shape = obj["shape"]
+        if not (isinstance(shape, list) and all(type(n) is int and n >= 0 for n in shape)):
+            raise ValueError("bad shape")
         data = base64.b64decode(obj["data"])
-        return np.frombuffer(data, dtype=dtype).reshape(obj["shape"]).copy()
+        return np.frombuffer(data, dtype=dtype).reshape(tuple(shape)).copy()
     if "__np__" in obj:
-        dtype = np.dtype(obj["__np__"])
-        if dtype.kind not in PLAIN_KINDS:
-            raise ValueError("refused dtype")
-        return np.frombuffer(base64.b64decode(obj["data"]), dtype=dtype)[0]
+        dtype = _plain_dtype(obj["__np__"])
+        data = base64.b64decode(obj["data"])
+        if len(data) != dtype.itemsize:
+            raise ValueError("bad scalar")
+        return np.frombuffer(data, dtype=dtype)[0]
     if "__float__" in obj:
         return float(obj["__float__"])
     if "__tuple__" in obj:
