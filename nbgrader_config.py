@@ -6,9 +6,13 @@ nbgrader reads this file from the directory it is run in (the repository root), 
 
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, GetGrades,
-                                    NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec)
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,
+                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+                                    NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec,
+                                    SaveAutoGrades)
+
+from grader_tests.autograde import FlagForReview, JailedExecute, TrustedGrades
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
@@ -90,6 +94,23 @@ c.OverwriteCells.add_missing_cells = True
 c.Autograde.sanitize_preprocessors = [
     ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreDeletedGradeCells, CheckCellMetadata,
 ]
+# nbgrader's own autograde steps, with two replaced and one added (grader_tests/autograde.py):
+# the notebook runs in a kernel in the jail (JailedExecute), the points of every hidden cell
+# come from the jailed grader, whatever the kernel printed (TrustedGrades), and a submission
+# the grader flagged waits for review (FlagForReview: notebook flagged, hidden cells
+# needing a manual grade, the training gate closed).
+c.Autograde.autograde_preprocessors = [
+    JailedExecute, TrustedGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, FlagForReview, AssignLatePenalties, CheckCellMetadata,
+]
+
+# --- The jail -----------------------------------------------------------------------------
+# Student code runs only in bubblewrap's jail (grader_tests/jail.py): autograde, the grade
+# and batch commands, Dask workers. Where bubblewrap cannot run (macOS, Windows, a container
+# without namespaces), grading stops with one line saying what to install. Setting this to
+# True grades there anyway, in plain processes: the student's code then runs as you, can
+# read and write your files and reach the network. Only for code you trust.
+c.AttentionKit.allow_unjailed = False
 
 # --- Feedback ----------------------------------------------------------------------------
 

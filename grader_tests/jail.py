@@ -128,6 +128,32 @@ def require() -> None:
         raise JailUnavailable(reason)
 
 
+def use_jail(allow_unjailed: bool = False) -> bool:
+    """Whether student code goes to the jail: True when a jail can be made here; False
+    when it cannot and the instructor allowed unjailed grading (``--unjailed``, or
+    ``c.AttentionKit.allow_unjailed = True`` in ``nbgrader_config.py``).
+
+    Raises:
+        JailUnavailable: no jail here and unjailed grading not allowed (one line: what to
+            install, and the opt-in).
+    """
+    reason = problem()
+    if reason is None:
+        return True
+    if allow_unjailed:
+        return False
+    raise JailUnavailable(f"{reason}; or, for code you trust, allow grading without the jail "
+                          f"(--unjailed, or c.AttentionKit.allow_unjailed = True)")
+
+
+def allowed_by_config(config: object) -> bool:
+    """``c.AttentionKit.allow_unjailed`` of a traitlets ``Config`` (False when unset)."""
+    try:
+        return bool(config.AttentionKit.get("allow_unjailed", False))  # type: ignore[attr-defined]
+    except AttributeError:
+        return False
+
+
 @dataclass
 class Command:
     """A jailed command: ``subprocess.Popen(c.argv, preexec_fn=c.preexec, ...)``."""
@@ -169,9 +195,22 @@ def kit_packages() -> list[str]:
     return [here, os.path.join(os.path.dirname(here), "solutions")]
 
 
-def _limits_preexec(limits: Limits, uid: int | None):
+def _limits_preexec(limits: Limits, keep_fds: tuple[int, ...]):
+    """What runs in the child before ``exec``: a session of its own (unless the caller
+    made one), the limits, and close-on-exec on every inherited descriptor but the
+    standard ones and ``keep_fds`` (bubblewrap passes open descriptors on)."""
     def preexec():
-        os.setsid()
+        try:
+            os.setsid()
+        except OSError:  # already a session leader (start_new_session)
+            pass
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd > 2 and fd not in keep_fds:
+                try:
+                    os.set_inheritable(fd, False)
+                except OSError:
+                    pass
         for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
                             (resource.RLIMIT_FSIZE, limits.file_bytes),
                             (resource.RLIMIT_NOFILE, limits.open_files),
@@ -186,7 +225,8 @@ def _limits_preexec(limits: Limits, uid: int | None):
 def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             readwrite: Iterable[tuple[str, str]] = (), submission_dir: str | None = None,
             cwd: str = "/tmp", env: dict[str, str] | None = None,
-            limits: Limits = Limits(), slot: int | None = None) -> Command:
+            limits: Limits = Limits(), slot: int | None = None,
+            new_session: bool = True, keep_fds: Sequence[int] = ()) -> Command:
     """The bubblewrap command line running ``argv`` in a jail.
 
     Args:
@@ -200,6 +240,11 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         env: variables set inside, on top of ``ENV_BASE`` and the allowed ones.
         limits: resource limits.
         slot: picks the jail's uid when run as root (default: from the process id).
+        new_session: start the jailed program in a session of its own (no terminal to
+            reach); False keeps it in the caller's process group, so that a signal to the
+            group (a kernel's interrupt) reaches it.
+        keep_fds: descriptors the jailed program inherits (besides 0, 1, 2); every other
+            one is closed at ``exec``.
 
     Returns:
         Command (``argv`` and the ``preexec`` function that sets the limits).
@@ -207,7 +252,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     bwrap = bwrap_path() or "bwrap"
     root = os.geteuid() == 0
     uid = JAIL_UID_BASE + ((os.getpid() if slot is None else slot) % JAIL_UIDS)
-    args = [bwrap, "--die-with-parent", "--new-session",
+    args = [bwrap, "--die-with-parent"] + (["--new-session"] if new_session else []) + [
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--clearenv", "--hostname", "jail"]
     if root:
@@ -264,7 +309,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--no-new-privs", "--"]
     args += list(argv)
-    return Command(args, _limits_preexec(limits, uid))
+    return Command(args, _limits_preexec(limits, tuple(keep_fds)))
 
 
 def chown_for_jail(path: str) -> None:

@@ -101,7 +101,7 @@ class Sandbox:
             code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{f}") for f in WORKER_FILES]
             command = jail.command(
                 [sys.executable, "-I", f"{jail.CODE_DIR}/_worker.py", fd, str(self.memory_mb)],
-                readonly=code, submission_dir=self.scratch)
+                readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),))
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
             path = f"{jail.SUBMISSION_DIR}/{os.path.basename(self.path)}"
         else:

@@ -1,0 +1,205 @@
+"""nbgrader's autograde on the trusted result: the notebook's kernel in the jail, and the
+points of every hidden cell from the jailed grader.
+
+``nbgrader autograde`` runs a submission's notebook in a kernel and reads each grade
+cell's points from that cell's outputs. Left as it is, the student's code runs in that
+kernel as the instructor, and whatever the kernel prints for a hidden cell becomes the
+grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
+
+- ``JailedExecute`` runs the notebook in a kernel started in the jail
+  (``JailedKernelManager``: ``jail.py``; the kernel talks to nbgrader over Unix sockets
+  in a folder private to that kernel, since the jail has no network). The hidden cells are
+  not run there (the graders are not in the jail); once a cell runs out of time, the
+  cells after it are not run either, so a function that never returns costs the class
+  one time-out, not one per cell that calls it.
+- ``TrustedGrades`` grades the notebook with ``sandbox.grade_isolated`` (the jail again,
+  a fresh process) and writes, as each hidden cell's outputs, the graders' report, the
+  machine-readable result and the points, which nbgrader's ``SaveAutoGrades`` then
+  stores. Nothing the kernel printed, displayed or wrote to stderr reaches a grade.
+- ``FlagForReview`` (after ``SaveAutoGrades``) marks a submission the grader flagged:
+  the notebook ``flagged`` and every hidden cell ``needs_manual_grade`` in the gradebook,
+  so nbgrader's formgrader lists it for review and the training gate stays closed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Float
+
+from . import jail
+
+RESULT_MIME = "application/vnd.attention-kit.result+json"
+HIDDEN_SUFFIX = "_hidden_checks"
+# Exception names by which a cell says it ran out of time (the notebooks' own
+# ``time_limit`` raises TimeoutError; nbgrader's cell time-out records CellTimeoutError).
+TIMEOUT_NAMES = ("TimeoutError", "CellTimeoutError", "DeadKernelError")
+
+
+class JailedKernelManager(AsyncKernelManager):
+    """A kernel manager whose kernels start in the jail and talk over Unix sockets.
+
+    The connection file and the sockets live in a folder made for the one kernel, bound
+    writable into its jail; the notebook's folder and, beside it, the student's other
+    assignments (``../attention`` for the training gate) are bound read-only at
+    ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's folder there.
+    """
+
+    async def _jail_pre_start(self, **kw: Any):
+        jail.require()
+        self._jail_parent = tempfile.mkdtemp(prefix="attention-kit-kernel-")
+        self._jail_dir = os.path.join(self._jail_parent, "k")
+        os.mkdir(self._jail_dir)
+        os.chmod(self._jail_dir, 0o777)  # the jail's uid makes its sockets here
+        self.transport = "ipc"
+        self.ip = os.path.join(self._jail_dir, "kernel")
+        self.connection_file = os.path.join(self._jail_dir, "kernel.json")
+        self._notebook_dir = os.path.abspath(kw.get("cwd") or os.getcwd())
+        return await super()._async_pre_start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        """The kernel's command wrapped in the jail (``jail.command``)."""
+        cmd = super().format_kernel_cmd(extra_arguments)
+        os.chmod(self.connection_file, 0o644)  # written 0600 for the grader's user
+        student_dir = os.path.dirname(self._notebook_dir)
+        inside = f"{jail.SUBMISSION_DIR}/{os.path.basename(self._notebook_dir)}"
+        command = jail.command(
+            cmd, readwrite=[(self._jail_dir, self._jail_dir)], submission_dir=student_dir,
+            cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
+                                           address_space_bytes=8 * 2**30),
+            env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
+            new_session=False)
+        self._jail_preexec = command.preexec
+        return command.argv
+
+    async def _async_pre_start_kernel(self, **kw: Any):
+        kernel_cmd, kw = await self._jail_pre_start(**kw)
+        # launch_kernel keeps the grader's descriptors open (close_fds=False): the preexec
+        # closes them at exec, sets the limits; the kernel's own output goes nowhere.
+        kw["preexec_fn"] = self._jail_preexec
+        kw.setdefault("stdout", subprocess.DEVNULL)
+        kw.setdefault("stderr", subprocess.DEVNULL)
+        return kernel_cmd, kw
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart and getattr(self, "_jail_parent", None):
+            shutil.rmtree(self._jail_parent, ignore_errors=True)
+            self._jail_parent = None
+
+
+def is_hidden_cell(cell: NotebookNode) -> bool:
+    """True for a hidden-check grade cell (``<name>_hidden_checks``)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return bool(meta.get("grade")) and str(meta.get("grade_id", "")).endswith(HIDDEN_SUFFIX)
+
+
+class JailedExecute(Execute):
+    """nbgrader's ``Execute`` with the kernel in the jail, hidden cells left to the
+    grader, and no cell run after one that ran out of time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        jailed = jail.use_jail(jail.allowed_by_config(self.config))
+        self.kernel_manager_class = JailedKernelManager if jailed else AsyncKernelManager
+
+    def preprocess(self, nb: NotebookNode, resources: dict, retry: int | None = None):
+        self._stopped_at = None
+        return super().preprocess(nb, resources, retry)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
+        if cell.cell_type != "code":
+            return cell, resources
+        if is_hidden_cell(cell):
+            cell.outputs = []  # graded outside the kernel (TrustedGrades)
+            return cell, resources
+        if self._stopped_at is not None:
+            cell.outputs = [nbformat.v4.new_output(
+                "stream", name="stdout",
+                text=f"[not run: cell {self._stopped_at + 1} ran out of time, so the cells "
+                     f"after it were not run while grading]\n")]
+            return cell, resources
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
+               for o in cell.get("outputs", [])):
+            self._stopped_at = index
+        return cell, resources
+
+
+class TrustedGrades(NbGraderPreprocessor):
+    """Every hidden cell's outputs from the jailed grader (see the module doc)."""
+
+    memory_mb = Float(1024, help="Address space (MiB) the jailed grader's worker may add "
+                                 "after start-up.").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        from .core import format_result
+        from .sandbox import grade_isolated, graded_points
+        from .submission import assignment_of
+
+        folder = tempfile.mkdtemp(prefix="attention-kit-autograde-")
+        try:
+            name = f"{resources.get('unique_key') or 'submission'}.ipynb"
+            path = os.path.join(folder, os.path.basename(name))
+            nbformat.write(nb, path)
+            assignment = assignment_of(path)
+            started = time.perf_counter()
+            jailed = jail.use_jail(jail.allowed_by_config(self.config))
+            results, cell_errors, flags = grade_isolated(path, assignment=assignment,
+                                                         memory_mb=int(self.memory_mb),
+                                                         jailed=jailed)
+            self.log.info("graded in the jail in %.1f s", time.perf_counter() - started)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        points = graded_points(assignment)
+        for cell in nb.cells:
+            if cell.cell_type != "code" or not is_hidden_cell(cell):
+                continue
+            graded = cell.metadata["nbgrader"]["grade_id"][: -len(HIDDEN_SUFFIX)]
+            result = results.get(graded)
+            if result is None or graded not in points:
+                continue
+            report = format_result(result)
+            if flags:
+                report += "\n\nFlagged for the instructor's review:\n" + \
+                    "\n".join(f"  - {f}" for f in flags)
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text=report + "\n"),
+                nbformat.v4.new_output("display_data", data={RESULT_MIME: result.to_dict()}),
+                nbformat.v4.new_output("execute_result", data={"text/plain": repr(
+                    float(result.score))}, execution_count=cell.get("execution_count")),
+            ]
+        resources["attention_kit"] = {"flags": flags, "cell_errors": cell_errors,
+                                      "assignment": assignment}
+        return nb, resources
+
+
+class FlagForReview(NbGraderPreprocessor):
+    """After ``SaveAutoGrades``: a flagged submission waits for the instructor."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        flags = resources.get("attention_kit", {}).get("flags")
+        if not flags:
+            return nb, resources
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            notebook = gb.find_submission_notebook(info["notebook"], info["assignment"],
+                                                   info["student"])
+            notebook.flagged = True
+            for grade in notebook.grades:
+                if grade.name.endswith(HIDDEN_SUFFIX):
+                    grade.needs_manual_grade = True
+            gb.db.commit()
+        self.log.warning("flagged for review: %s", "; ".join(flags))
+        return nb, resources
