@@ -53,6 +53,9 @@ def main(argv=None):
     g.add_argument("--in-process", action="store_true",
                    help="run the submission in this process (faster, no isolation; for "
                         "trusted code such as the reference)")
+    g.add_argument("--unjailed", action="store_true",
+                   help="where bubblewrap's jail cannot be made, run the submission in a plain "
+                        "subprocess (it then runs as you: trusted code only)")
     b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
                        add_help=False)
     b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -98,8 +101,17 @@ def main(argv=None):
             code_of_notebook(args.path) if not args.path.endswith(".py") else None
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
+        from .batch import course_config
+        from .jail import JailUnavailable, use_jail
+
+        try:
+            allowed = args.unjailed or bool(course_config(os.getcwd(), "AttentionKit").get(
+                "allow_unjailed"))
+            jailed = use_jail(allowed)
+        except JailUnavailable as exc:
+            return _unreadable(args, str(exc))
         results, cell_errors, flags = grade_isolated(args.path, args.only,
-                                                     assignment=assignment)
+                                                     assignment=assignment, jailed=jailed)
     if args.json:
         report = report_dict(results)
         report["cell_errors"] = cell_errors

@@ -38,6 +38,7 @@ import datetime
 import glob
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -45,7 +46,7 @@ import time
 import warnings
 from collections import Counter
 
-from .core import grade_id, report_dict
+from .core import StudentTimeout, grade_id, report_dict
 from .sandbox import graded_points
 from .submission import SubmissionError, code_of_notebook
 
@@ -90,16 +91,16 @@ def sha256(path):
     return digest.hexdigest()
 
 
-def course_config(root):
-    """``c.CourseDirectory`` of ``root/nbgrader_config.py`` as a dict (empty without the
-    file), read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a value
+def course_config(root, section="CourseDirectory"):
+    """``c.<section>`` of ``root/nbgrader_config.py`` as a dict (empty without the file),
+    read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a value
     computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it."""
     if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
         return {}
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    return dict(config.get("CourseDirectory", {}))
+    return dict(config.get(section, {}))
 
 
 def configured(root, key):
@@ -131,20 +132,32 @@ def log_name(assignment):
     return "batch_log.jsonl" if assignment == NOTEBOOK else f"batch_log_{assignment}.jsonl"
 
 
-def _grade_job(student, path, assignment=NOTEBOOK):
-    """Run in a pool worker: grade one file of ``assignment``; never raises."""
+def _grade_job(student, path, assignment=NOTEBOOK, jailed=True):
+    """Run in a fresh grading process: grade one file of ``assignment``; never raises.
+
+    Whatever the submission does (time, memory, death, a ``BaseException``, garbage on the
+    wire) ends as that student's grade or grading error; a machine without the jail is a
+    grading error (no grade), since no student code may run there."""
+    from .jail import JailUnavailable
     from .sandbox import grade_isolated
 
     started = time.perf_counter()
+    grading_error = False
     try:
-        results, cell_errors, flags = grade_isolated(path, assignment=assignment)
+        results, cell_errors, flags = grade_isolated(path, assignment=assignment, jailed=jailed)
         report = report_dict(results)
         error = None
-    except Exception as exc:  # the grader's own failure for this file: recorded, not fatal
+    except JailUnavailable as exc:
+        report, cell_errors, flags, grading_error = None, [], [], True
+        error = f"not graded: {exc}"
+    except (Exception, SystemExit, StudentTimeout) as exc:  # the grader's own failure
         report, cell_errors, flags = None, [], []
         error = f"grading failed: {type(exc).__name__}: {exc}"
-    return {"student": student, "report": report, "cell_errors": cell_errors, "flags": flags,
-            "error": error, "seconds": round(time.perf_counter() - started, 3)}
+    record = {"student": student, "report": report, "cell_errors": cell_errors, "flags": flags,
+              "error": error, "seconds": round(time.perf_counter() - started, 3)}
+    if grading_error:
+        record["grading_error"] = True
+    return record
 
 
 def zero_report(message, assignment=NOTEBOOK):
@@ -195,6 +208,7 @@ def write_gradebook(db_url, assignment, record, course_id=None):
     report = record["report"]
     if report is None:
         raise ValueError(f"{record['student']}: a grading error has no grade to write")
+    flagged = bool(record.get("flags"))
     with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
         warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy warnings on add_submission
         gb.update_or_create_student(record["student"])
@@ -208,10 +222,12 @@ def write_gradebook(db_url, assignment, record, course_id=None):
             except MissingEntry:
                 continue
             grade.auto_score = float(f["score"])
-            # as nbgrader's own autograde (SaveAutoGrades): review only over a manual score
-            grade.needs_manual_grade = grade.manual_score is not None
+            # as nbgrader's own autograde (SaveAutoGrades): review over a manual score; and
+            # a flagged submission waits for the instructor (formgrader lists it, the
+            # training gate stays closed)
+            grade.needs_manual_grade = grade.manual_score is not None or flagged
         notebook = gb.find_submission_notebook(assignment, assignment, record["student"])
-        notebook.flagged = bool(record.get("flags"))
+        notebook.flagged = flagged
         gb.db.commit()
 
 
@@ -259,35 +275,29 @@ def gradebook_has(db_url, assignment, student, course_id=None):
 
 
 def in_kernel_scores(root, student, assignment):
-    """Per-cell scores nbgrader's autograde recorded in ``autograded/`` (or None)."""
+    """Per-cell scores of the hidden cells in ``autograded/`` (or None), read as nbgrader
+    reads them (``nbgrader.utils.determine_grade``: an error or stderr is 0, a numeric
+    result is partial credit, no result is full marks)."""
+    import nbformat
+    from nbgrader.utils import determine_grade
+
     path = os.path.join(root, "autograded", student, assignment, f"{assignment}.ipynb")
     if not os.path.isfile(path):
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
-    except (OSError, json.JSONDecodeError):
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # an unreadable autograded notebook: nothing to compare
         return None
     scores = {}
-    for cell in nb.get("cells", []):
+    for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-        if not gid.endswith("_hidden_checks"):
+        if not gid.endswith("_hidden_checks") or cell.cell_type != "code":
             continue
-        name = gid[: -len("_hidden_checks")]
-        score = 0.0
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error" or out.get("name") == "stderr":
-                score = 0.0
-                break
-            if out.get("output_type") == "execute_result":
-                text = out.get("data", {}).get("text/plain", "0")
-                text = "".join(text) if isinstance(text, list) else text
-                try:
-                    score = float(text)
-                except ValueError:
-                    score = float(graded_points(assignment).get(name, 0))
-                break
-        scores[name] = score
+        try:
+            score, _ = determine_grade(cell)
+        except (ValueError, KeyError):
+            continue
+        scores[gid[: -len("_hidden_checks")]] = float(score or 0.0)
     return scores
 
 
@@ -352,7 +362,7 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
 
 
 def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None, fresh=False,
-        root=None, progress=True, scheduler=None, task_time_limit=None):
+        root=None, progress=True, scheduler=None, task_time_limit=None, allow_unjailed=False):
     """Grade every student folder of ``submitted``; see the module doc.
 
     Args:
@@ -362,6 +372,12 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             grade on its workers instead of a local pool.
         task_time_limit: float or None, seconds one Dask task may grade (default
             ``dask_batch.TASK_TIME_LIMIT``).
+        allow_unjailed: bool, grade without the jail where it cannot be made (also
+            ``c.AttentionKit.allow_unjailed`` in the course's ``nbgrader_config.py``).
+
+    Raises:
+        BatchSetupError: no submissions folder, the assignment not in the gradebook, or no
+            jail on this machine (and unjailed grading not allowed).
 
     Returns:
         the summary dict of ``summarise``.
@@ -369,6 +385,13 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     root = root or os.path.dirname(os.path.abspath(submitted))
     course = course_config(root)  # read once: the gradebook's URL and the course id
     course_id = course.get("course_id")
+    from .jail import JailUnavailable, use_jail
+
+    try:  # on a Dask cluster the workers' machines need the jail; here the local one does
+        jailed = True if scheduler else use_jail(
+            allow_unjailed or bool(course_config(root, "AttentionKit").get("allow_unjailed")))
+    except JailUnavailable as exc:
+        raise BatchSetupError(str(exc)) from None
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(assignment))
@@ -453,8 +476,14 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             grade_on_cluster(scheduler, jobs, finish, task_time_limit or TASK_TIME_LIMIT,
                              progress=say, assignment=assignment)
         else:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = {pool.submit(_grade_job, s, p, assignment): s for s, p in jobs}
+            # A fresh process per submission (forked from a server that imported the
+            # graders once): nothing one student's grading did survives into the next.
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["grader_tests.sandbox", "grader_tests.checks"])
+            with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                                        max_tasks_per_child=1) as pool:
+                futures = {pool.submit(_grade_job, s, p, assignment, jailed): s
+                           for s, p in jobs}
                 for future in concurrent.futures.as_completed(futures):
                     student = futures[future]
                     try:
@@ -518,11 +547,14 @@ def main(argv=None):
                              "attention, batch_log_training.jsonl for training)")
     parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
     parser.add_argument("--summary-json", default=None, help="also write the summary here")
+    parser.add_argument("--unjailed", action="store_true",
+                        help="where bubblewrap's jail cannot be made, grade in plain processes "
+                             "(student code then runs as you: trusted code only)")
     args = parser.parse_args(argv)
     try:
         summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
                       args.fresh, scheduler=args.scheduler,
-                      task_time_limit=args.task_time_limit)
+                      task_time_limit=args.task_time_limit, allow_unjailed=args.unjailed)
     except BatchSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -92,10 +92,10 @@ def _worker_address():
 
 
 class GradingProcess:
-    """A long-lived ``python -m grader_tests.dask_batch FD`` that runs ``_grade_job``.
+    """A ``python -m grader_tests.dask_batch FD`` that runs ``_grade_job`` for one submission.
 
     Started in its own session, so that killing its process group also kills the sandbox
-    process it starts. It imports the graders once, for every task of its thread.
+    process it starts.
     """
 
     def __init__(self):
@@ -154,9 +154,6 @@ class GradingProcess:
             pass
 
 
-_local = threading.local()  # one grading process per thread of the Dask worker
-
-
 def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment="attention"):
     """The Dask task: grade one submission sent as bytes; return the batch record.
 
@@ -179,14 +176,13 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
         path = os.path.join(folder, name)
         with open(path, "wb") as f:
             f.write(data)
-        process = getattr(_local, "process", None)
-        if process is None or not process.alive():
-            process = _local.process = GradingProcess()
+        # A fresh grading process per submission: nothing one student's grading did
+        # survives into the next one's.
+        process = GradingProcess()
         try:
             record = process.grade(student, path, time_limit, assignment)
-        except (GradingTimeLimit, GradingProcessDied):
-            _local.process = None
-            raise
+        finally:
+            process.kill()
     record["worker"] = _worker_address()
     return record
 
