@@ -14,9 +14,11 @@ TEST_STAMP := $(VENV)/installed-test.stamp
 .PHONY: demo test
 
 demo: $(STAMP)
+	@bash tools/install_jail.sh
 	$(BIN)/python -m tools.demo --started $(STARTED)
 
 test: $(TEST_STAMP)
+	@bash tools/install_jail.sh
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 $(STAMP): pyproject.toml
@@ -27,5 +29,5 @@ $(STAMP): pyproject.toml
 	echo "install: $$(( $$(date +%s) - start )) s"
 
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cluster,browser]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[cluster,browser,lint]'
 	touch $@
