@@ -9,7 +9,11 @@ student's own exception (``not-implemented``, ``crash``) or a time-out (``timeou
 A function's score is ``points * passed / total`` over its checks (partial credit), and
 a bug in one function costs only that function's points: when a graded function calls
 other graded functions (``scaled_dot_product_attention`` calls ``softmax``), the runner
-re-binds those names to the reference implementations (``isolate``).
+re-binds those names to the reference implementations (``isolate``). The function under
+test is known by the graded name it is graded as, never by its ``__name__``, and the
+references standing in for the others call it back where they use that name
+(``callees``): a function that hands its own work to another graded function, or to
+itself under another name, is never answered by its own reference.
 """
 
 import contextlib
@@ -21,6 +25,7 @@ import threading
 import time
 import types
 import warnings
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -37,7 +42,7 @@ except ImportError:  # pragma: no cover
 from . import lookup
 from .integrity import borrowed_reference, environment_problems, is_protected_module
 from .lookup import nudgeable
-from .rebind import rebound
+from .rebind import rebound, rebound_many
 
 # Points per graded name; they sum to 100 and are the nbgrader points of the hidden cells.
 POINTS = {
@@ -308,20 +313,67 @@ def call_watching_inputs(fn, *args, **kwargs):
 # Fault isolation.
 
 
-def isolate(fn, namespace, keep=()):
-    """Return ``fn`` with every other graded name it can reach bound to the reference.
+def callees(name: str, target: Callable) -> dict[str, Callable]:
+    """What every other graded name resolves to while ``name`` is graded.
 
-    The student's module-level helpers defined in the same namespace are re-bound the
-    same way, so ``scaled_dot_product_attention -> my_helper -> softmax`` reaches the
-    reference ``softmax`` too. Objects that are not plain Python functions are returned
-    unchanged.
+    Each graded name ``B`` of ``SPEC_FUNCTIONS`` other than ``name`` is replaced by the
+    reference ``B``, re-bound so that the reference's own uses of ``name`` (directly or
+    through other reference functions: the reference ``multi_head_attention`` reaches
+    ``softmax`` through ``scaled_dot_product_attention``) call ``target``. Honest code
+    that calls another graded function keeps working (the reference callee calls the
+    student's correct function back), while code that hands its own work to another
+    graded function which hands it back (``softmax`` through a crafted
+    ``scaled_dot_product_attention``) recurses into itself and fails: the function under
+    test is never answered by its own reference.
 
     Args:
-        fn: the student's function.
-        namespace: dict, the globals the student's code ran in.
-        keep: names that stay the student's (besides ``fn``'s own name).
+        name: the graded name under test (a key of ``POINTS``, or a graded name of
+            another assignment: then no reference uses it and the replacements are the
+            plain references).
+        target: the function under test as the checks call it: the student's function
+            isolated by ``isolate``, or any callable standing for it (the sandbox's proxy
+            of the student's remote function).
+
+    Returns:
+        dict graded name -> callable, one entry per name of ``SPEC_FUNCTIONS`` except
+        ``name``; each takes the arguments and returns the values (arrays of the
+        reference's shapes and dtypes) of the reference function of that name.
     """
-    return rebound(fn, {name: getattr(reference, name) for name in SPEC_FUNCTIONS}, keep)
+    return rebound_many({other: getattr(reference, other) for other in SPEC_FUNCTIONS
+                         if other != name}, {name: target}, vars(reference))
+
+
+def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()) -> Callable:
+    """``fn``, graded as ``name``, with every other graded name it reaches bound to
+    ``callees(name, <the isolated fn>)``.
+
+    The function under test is identified by ``name``, the graded name it is stored
+    under, never by ``fn.__name__``: inside the copy, ``name`` resolves to the copy
+    itself, so an alias, a lambda, a ``functools.partial`` or a callable object whose
+    code calls ``name`` reaches the student's own code, not the reference. The graded
+    names are replaced wherever ``fn`` reaches them in the student's namespace: through
+    its globals, the student's helpers, closures, default arguments, partials, bound
+    methods and the attributes of objects of classes the student defined (``rebind``).
+    A callable with no code of the namespace in it (a builtin, the sandbox's proxy) is
+    returned as is. The student's namespace and functions are left untouched.
+
+    Args:
+        fn: the student's callable graded as ``name`` (usually ``namespace[name]``).
+        namespace: dict, the globals the student's code ran in.
+        name: str, the graded name ``fn`` is graded as.
+        keep: other graded names that stay the student's own.
+
+    Returns:
+        A callable taking ``fn``'s arguments.
+    """
+    isolated: list[Callable] = []
+
+    def under_test(*args, **kwargs):
+        return isolated[0](*args, **kwargs)
+
+    copy = rebound(fn, callees(name, under_test), name=name, keep=keep, home=namespace)
+    isolated.append(copy)
+    return copy
 
 
 # ---------------------------------------------------------------------------------------
@@ -331,10 +383,18 @@ _current = {"namespace": None, "call_limit": CALL_TIME_LIMIT, "spent": 0.0, "tar
             "recorded": []}
 
 
-def peer(name):
-    """The student's ``name`` from the namespace being graded, isolated like the target.
+def peer(name: str) -> Callable:
+    """The student's ``name`` from the namespace being graded, isolated as ``name``.
 
-    Used by a backward's checks, which need the cache of the student's own forward.
+    Used by a backward's checks, which need the cache of the student's own forward. It is
+    isolated with its own graded name (``callees(name, ...)``), exactly as it is when it
+    is graded itself, whatever function is under test.
+
+    Args:
+        name: a graded name of the namespace being graded (``layer_norm_forward``).
+
+    Returns:
+        the isolated callable.
 
     Raises:
         Fail: ``not-implemented`` if the namespace has no such function.
@@ -344,7 +404,7 @@ def peer(name):
     if not callable(fn):
         raise Fail("not-implemented", f"{name} is missing, and this check needs the cache it "
                                       f"returns.")
-    return isolate(fn, namespace)
+    return isolate(fn, namespace, name)
 
 
 def _student_error_message(name, exc):
@@ -397,7 +457,7 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT, points=None):
         if borrowed:
             return _all_failed(name, registered, "tampering", f"{name}: {borrowed}.",
                                max_score, started)
-        target = isolate(target, namespace)
+        target = isolate(target, namespace, name)
     problems = environment_problems()
     if problems:
         return _all_failed(name, registered, "tampering",

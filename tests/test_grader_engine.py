@@ -90,7 +90,7 @@ def test_isolation_binds_callees_to_the_reference():
             P = _helper(S)
             return P @ V, P
     """)
-    sdpa = isolate(ns["scaled_dot_product_attention"], ns)
+    sdpa = isolate(ns["scaled_dot_product_attention"], ns, "scaled_dot_product_attention")
     Q = np.ones((2, 3))
     out, P = sdpa(Q, Q, Q)
     np.testing.assert_allclose(P.sum(-1), 1.0)

@@ -185,7 +185,7 @@ def test_honest_functions_are_never_flagged(entry):
         assert "tampering" not in result.faults, (name, result.faults)
         if kind != "bug":
             assert result.score == result.max_score, (name, result.faults)
-        target = core.isolate(space[name], space)
+        target = core.isolate(space[name], space, name)
         probed = [c for c in recorded if lookup.generic(*c)][:6]
         for _ in range(6):
             try:
