@@ -18,9 +18,11 @@ itself under another name, is never answered by its own reference.
 
 import contextlib
 import copy
+import functools
 import io
 import math
 import signal
+import sys
 import threading
 import time
 import types
@@ -67,6 +69,16 @@ POINTS = {
 
 # Names whose implementations are swapped for the reference inside other graded functions.
 SPEC_FUNCTIONS = reference.SPEC_FUNCTIONS
+
+# Positions of a graded function's returned tuple that the contract leaves opaque: the
+# cache a forward returns for its backward may be of any type (a dict, a tuple of arrays,
+# a dataclass, a closure ...). The graders only hand it back to the student's backward,
+# never compare it, so it is never judged as rigged (``integrity.rigged_object``).
+OPAQUE_RESULTS = {"layer_norm_forward": (1,), "attention_forward": (1,)}
+
+# Bounds of the walk that lists the data inside an argument (``contents``).
+CONTENTS_MAX_DEPTH = 24
+CONTENTS_MAX_OBJECTS = 20_000
 
 # Seconds one call of a student function may run before it is stopped, and seconds of
 # student code one graded function may use over all its checks. Only time spent inside
@@ -210,23 +222,163 @@ def _snapshot(value):
         return value
 
 
-def same_value(a, b):
-    """True if ``a`` and ``b`` hold the same data (arrays bit-for-bit, NaN equal to NaN)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _kit_object(obj):
+    """True for the kit's own stand-ins for the submission's objects (``wire.Handle``, the
+    sandbox's ``RemoteFunction`` and ``RemoteCallable``): compared by what they refer to."""
+    kind = type(obj)
+    module = sys.modules.get(getattr(kind, "__module__", ""), None)
+    return (kind.__module__ in ("grader_tests.wire", "grader_tests.sandbox")
+            and getattr(module, kind.__name__, None) is kind)
+
+
+def contents(value: object) -> list[tuple[str, object]]:
+    """The data held inside ``value``, found without calling any of its methods.
+
+    Walks dicts, lists and tuples (their subclasses and namedtuples included), the
+    elements of object arrays, the attributes of objects (``__dict__`` and ``__slots__``:
+    dataclasses, attrs-like classes, ``types.SimpleNamespace``), the closure cells and
+    default arguments of functions, the function, arguments and keywords of
+    ``functools.partial`` objects, and the instance and function of bound methods, with
+    cycle detection (an object already on the current path is not entered again) and
+    bounds (``CONTENTS_MAX_DEPTH`` levels, ``CONTENTS_MAX_OBJECTS`` objects). What an
+    object's own ``==`` says is never asked.
+
+    Args:
+        value: any object (an argument of a student's function, a cache).
+
+    Returns:
+        list of ``(path, leaf)`` in a fixed order (dict entries with str keys and
+        attributes sorted by name). A leaf is a private copy of an ndarray (a base-class
+        array of the same dtype and shape), a NumPy scalar, a Python scalar (``None``,
+        bool, int, float, complex, str, bytes), or a tuple of str and int standing for a
+        node (its kind, class and length) or for what the walk does not enter (a module, a
+        class, the kit's stand-in for an object of the sandbox, a cycle, the bounds).
+    """
+    found = []
+    budget = [CONTENTS_MAX_OBJECTS]
+
+    def name_of(kind):
+        return f"{kind.__module__}.{kind.__qualname__}"
+
+    def enumerate_items(iterable):  # lazily: a long sequence stops at the bound
+        return ((f"[{i}]", x) for i, x in enumerate(iterable))
+
+    def attributes_of(obj, kind):
+        try:
+            attributes = dict(object.__getattribute__(obj, "__dict__"))
+        except (AttributeError, TypeError):
+            attributes = {}
+        for klass in kind.__mro__:
+            slots = vars(klass).get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                descriptor = vars(klass).get(slot)
+                if not isinstance(descriptor, types.MemberDescriptorType):
+                    continue
+                try:
+                    attributes.setdefault(slot, descriptor.__get__(obj, kind))
+                except AttributeError:  # a slot never assigned
+                    pass
+        return sorted(attributes.items(), key=lambda kv: str(kv[0]))
+
+    def walk(obj, path, depth, ancestors):
+        budget[0] -= 1
+        kind = type(obj)
+        if kind in _SCALARS or issubclass(kind, np.generic):
+            found.append((path, obj))
+            return
+        if issubclass(kind, np.ndarray) and not obj.dtype.hasobject:
+            found.append((path, np.array(obj, copy=True, subok=False)))
+            return
+        if _kit_object(obj):
+            ref = getattr(obj, "id", None)
+            found.append((path, ("<object of the submission>", ref if type(ref) is int else -1)))
+            return
+        if issubclass(kind, (types.ModuleType, type)):
+            found.append((path, ("<module or class>", str(getattr(obj, "__name__", "?")))))
+            return
+        if id(obj) in ancestors:
+            found.append((path, ("<cycle>", name_of(kind))))
+            return
+        if depth >= CONTENTS_MAX_DEPTH:
+            found.append((path, ("<depth>", name_of(kind))))
+            return
+        ancestors = ancestors | {id(obj)}
+        if issubclass(kind, np.ndarray):  # object dtype: its elements
+            children = enumerate_items(obj.flat)
+            found.append((path, ("ndarray", "object", *obj.shape)))
+        elif issubclass(kind, dict):
+            entries = list(dict.items(obj))
+            if all(type(k) is str for k, _ in entries):
+                children = [(f"[{k!r}]", v) for k, v in sorted(entries, key=lambda kv: kv[0])]
+            else:
+                children = [(f"<key {i}>", x) for i, kv in enumerate(entries) for x in kv]
+            found.append((path, ("dict", name_of(kind), len(entries))))
+        elif issubclass(kind, (list, tuple)):
+            items = list.__iter__(obj) if issubclass(kind, list) else tuple.__iter__(obj)
+            children = enumerate_items(items)
+            size = list.__len__(obj) if issubclass(kind, list) else tuple.__len__(obj)
+            found.append((path, ("sequence", name_of(kind), size)))
+        elif issubclass(kind, functools.partial):
+            children = [(".func", obj.func), (".args", obj.args), (".keywords", obj.keywords)]
+            found.append((path, ("partial",)))
+        elif issubclass(kind, types.FunctionType):
+            children = []
+            for i, cell in enumerate(obj.__closure__ or ()):
+                try:
+                    children.append((f".<cell {i}>", cell.cell_contents))
+                except ValueError:  # a cell not filled yet
+                    children.append((f".<cell {i}>", "<empty cell>"))
+            children += [(".__defaults__", obj.__defaults__),
+                         (".__kwdefaults__", obj.__kwdefaults__)]
+            found.append((path, ("function", obj.__qualname__)))
+        elif issubclass(kind, types.MethodType):
+            children = [(".__self__", obj.__self__), (".__func__", obj.__func__)]
+            found.append((path, ("method",)))
+        else:
+            children = [(f".{k}", v) for k, v in attributes_of(obj, kind)]
+            found.append((path, ("object", name_of(kind), len(children))))
+        for label, child in children:
+            if budget[0] <= 0:  # the bound: one marker, where the walk stopped
+                found.append((path + label, ("<bound>", CONTENTS_MAX_OBJECTS)))
+                break
+            walk(child, path + label, depth + 1, ancestors)
+
+    walk(value, "", 0, frozenset())
+    return found
+
+
+def _same_leaf(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (np.ndarray, np.generic)):
         a_arr, b_arr = np.asarray(a), np.asarray(b)
         if a_arr.shape != b_arr.shape or a_arr.dtype != b_arr.dtype:
             return False
-        if a_arr.dtype.kind in "fc":
-            return bool(np.array_equal(a_arr, b_arr, equal_nan=True))
-        return bool(np.array_equal(a_arr, b_arr))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    try:
-        return bool(a == b)
-    except Exception:
-        return a is b
+        return bool(np.array_equal(a_arr, b_arr, equal_nan=a_arr.dtype.kind in "fc"))
+    if type(a) in (float, complex):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+    return a == b  # Python scalars, and tuples of str and int
+
+
+def same_contents(a: list[tuple[str, object]], b: list[tuple[str, object]]) -> bool:
+    """True if two results of ``contents`` list the same data at the same paths (arrays
+    bit-for-bit with their dtype and shape, NaN equal to NaN)."""
+    return len(a) == len(b) and all(pa == pb and _same_leaf(x, y)
+                                    for (pa, x), (pb, y) in zip(a, b))
+
+
+def same_value(a: object, b: object) -> bool:
+    """True if ``a`` and ``b`` hold the same data (arrays bit-for-bit, NaN equal to NaN).
+
+    The data is what ``contents`` finds inside each (containers, attributes, closure
+    cells ...): an object's own ``==`` is never asked, so an honest cache whose ``==`` is
+    identity (a plain class) or raises on arrays (a ``@dataclass`` of arrays) compares by
+    its arrays, and a cache whose ``==`` says "equal" to anything does not hide a change.
+    """
+    return same_contents(contents(a), contents(b))
 
 
 def _invoke(fn, args, kwargs):
@@ -259,7 +411,9 @@ def _invoke(fn, args, kwargs):
                 raise StubHit() from None
     finally:
         _current["spent"] += time.perf_counter() - started
-    _refuse_rigged(result)
+    role = _current["roles"].get(id(fn))
+    name = role[1] if role is not None and role[0] is fn else None
+    _refuse_rigged(result, OPAQUE_RESULTS.get(name, ()))
     return result
 
 
@@ -280,10 +434,12 @@ def call(fn, *args, **kwargs):
     return _invoke(fn, [_snapshot(a) for a in args], {k: _snapshot(v) for k, v in kwargs.items()})
 
 
-def _refuse_rigged(result):
+def _refuse_rigged(result, opaque=()):
+    """``Fail('tampering')`` if a compared part of ``result`` is rigged (``opaque``: the
+    positions of a returned tuple that the contract leaves opaque, never judged)."""
     from .integrity import rigged_object
 
-    rigged = rigged_object(result)
+    rigged = rigged_object(result, opaque)
     if rigged:
         raise Fail("tampering", f"{rigged}: results are compared as plain NumPy arrays.")
 
@@ -291,21 +447,26 @@ def _refuse_rigged(result):
 def call_watching_inputs(fn, *args, **kwargs):
     """Call ``fn`` like ``call`` and report which arguments it modified.
 
+    An argument counts as modified when the data ``contents`` finds inside it (arrays and
+    scalars in containers, attributes, closure cells) changed during the call; its own
+    ``==`` is never asked.
+
     Returns:
         ``(result, modified)``: ``modified`` is a list of argument names (``"argument 1"``
         for positional ones, the keyword otherwise) whose value changed.
     """
     args = [_snapshot(a) for a in args]
     kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
-    before_args = [_snapshot(a) for a in args]
-    before_kwargs = {k: _snapshot(v) for k, v in kwargs.items()}
+    before_args = [contents(a) for a in args]
+    before_kwargs = {k: contents(v) for k, v in kwargs.items()}
     result = _invoke(fn, args, kwargs)
     if getattr(fn, "last_args", None) is not None:  # a sandboxed function: its arguments
         args, kwargs = fn.last_args                   # as they were after the call, there
         args = list(args)
     modified = [f"argument {i + 1}" for i, (a, b) in enumerate(zip(args, before_args))
-                if not same_value(a, b)]
-    modified += [k for k in kwargs if not same_value(kwargs[k], before_kwargs[k])]
+                if not same_contents(contents(a), b)]
+    modified += [k for k in before_kwargs
+                 if k not in kwargs or not same_contents(contents(kwargs[k]), before_kwargs[k])]
     return result, modified
 
 
@@ -380,7 +541,10 @@ def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()
 # Running the checks.
 
 _current = {"namespace": None, "call_limit": CALL_TIME_LIMIT, "spent": 0.0, "target": None,
-            "recorded": []}
+            "recorded": [], "roles": {}}
+# ``roles``: id(function as called) -> (that function, the graded name it stands for), for
+# the graded function and the peers its checks call (``peer``): which of its results the
+# contract leaves opaque (``OPAQUE_RESULTS``).
 
 
 def peer(name: str) -> Callable:
@@ -404,7 +568,9 @@ def peer(name: str) -> Callable:
     if not callable(fn):
         raise Fail("not-implemented", f"{name} is missing, and this check needs the cache it "
                                       f"returns.")
-    return isolate(fn, namespace, name)
+    isolated = isolate(fn, namespace, name)
+    _current["roles"][id(isolated)] = (isolated, name)
+    return isolated
 
 
 def _student_error_message(name, exc):
@@ -465,7 +631,7 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT, points=None):
                            f"{'; '.join(problems)}.", max_score, started)
     timed_out = False
     _current.update(namespace=namespace, call_limit=time_limit_s, spent=0.0, target=target,
-                    recorded=[])
+                    recorded=[], roles={id(target): (target, name)})
     for title, fn in registered:
         if timed_out:
             results.append(CheckResult(title, False, "timeout",

@@ -11,8 +11,10 @@ look for what a gamed submission leaves behind:
   installed files (a faked package);
 - a graded function whose code *is* the reference's or the graders' (imported from
   ``solutions`` instead of written);
-- returned objects whose comparison is rigged (an ``__eq__`` defined outside NumPy and the
-  standard library, or an ndarray subclass from outside NumPy).
+- returned values whose comparison is rigged (an ``__eq__`` or an array protocol defined
+  outside NumPy and the standard library, an ndarray subclass from outside NumPy, a
+  subclass of ``float`` or ``int``), judged only where the graders compare values: never
+  on a cache the contract leaves opaque (``rigged_object``).
 
 Answers stored for the graders' fixed inputs are found by ``lookup.py``.
 
@@ -24,9 +26,16 @@ first can hide itself); the isolated batch grader of the kit re-checks in a fres
 import builtins
 import os
 import sys
+import sysconfig
 import types
+from collections.abc import Iterable
 
 import numpy as np
+
+try:  # the grader's package
+    from .wire import Handle
+except ImportError:  # pragma: no cover - imported as a top-level module beside wire.py
+    from wire import Handle
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
@@ -155,30 +164,178 @@ def borrowed_reference(fn):
     return None
 
 
-def rigged_object(value):
+# Special methods through which Python or NumPy hands a compared object the value it is
+# compared with: defined by the submission, they can answer "equal" to anything.
+COMPARISONS = {"__eq__": "==", "__ne__": "!=", "__lt__": "<", "__le__": "<=", "__gt__": ">",
+               "__ge__": ">="}
+ARRAY_PROTOCOL = ("__array__", "__array_interface__", "__array_struct__", "__array_ufunc__",
+                  "__array_function__")
+# How many objects ``rigged_object`` looks at in one result, and how deep.
+RIGGED_MAX_OBJECTS = 100_000
+RIGGED_MAX_DEPTH = 8
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type())
+
+
+def _stdlib_dirs():
+    paths = sysconfig.get_paths()
+    return tuple(dict.fromkeys(os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib")
+                               if paths.get(k)))
+
+
+_STDLIB_DIRS = _stdlib_dirs()
+
+
+def _trusted_file(filename):
+    """True for a file of NumPy or of Python's standard library (not its site-packages)."""
+    if not filename or _in_dir(filename, _NUMPY_DIR):
+        return bool(filename)
+    parts = os.path.abspath(filename).split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    return any(_in_dir(filename, d) for d in _STDLIB_DIRS)
+
+
+def _code_of(attribute):
+    """The code object behind a class attribute (function, property, static or class
+    method), or None for anything else."""
+    for inner in (attribute, getattr(attribute, "__func__", None),
+                  getattr(attribute, "fget", None)):
+        code = getattr(inner, "__code__", None) if inner is not None else None
+        if isinstance(code, types.CodeType):
+            return code
+    return None
+
+
+def _trusted_attribute(kind, name):
+    """Whether the special method ``name`` of class ``kind``, wherever in its MRO it is
+    defined, is the language's or NumPy's own: defined by a class written in C (a class
+    NumPy or Python compiled, which no code can patch) or by Python code in NumPy's or the
+    standard library's files. Returns True when no class of the MRO defines it."""
+    for klass in kind.__mro__:
+        if name in vars(klass):
+            if not klass.__flags__ & _HEAPTYPE:
+                return True
+            code = _code_of(vars(klass)[name])
+            return code is not None and _trusted_file(code.co_filename)
+    return True
+
+
+def _numpy_or_builtin_class(kind):
+    """True if ``kind`` is a class of Python's or NumPy's own (not a submission's subclass of
+    one): written in C, or a Python class (``numpy.matrix``, ``numpy.recarray`` ...) each of
+    whose Python classes defines methods, all in NumPy's files."""
+    for klass in kind.__mro__:
+        if not klass.__flags__ & _HEAPTYPE:
+            continue
+        codes = [_code_of(value) for value in vars(klass).values()
+                 if (callable(value) and not isinstance(value, type))
+                 or _code_of(value) is not None]
+        if not codes or not all(c is not None and _in_dir(c.co_filename, _NUMPY_DIR)
+                                for c in codes):
+            return False
+    return True
+
+
+def _rigged_kind(kind):
+    """Why objects of class ``kind`` cannot be trusted where a value is compared, or None."""
+    if issubclass(kind, np.ndarray) and not _numpy_or_builtin_class(kind):
+        return f"an ndarray subclass {kind.__module__}.{kind.__qualname__} defined by the submission"
+    if issubclass(kind, (int, float, complex, np.generic)) and not _numpy_or_builtin_class(kind):
+        base = next(b for b in kind.__mro__ if not b.__flags__ & _HEAPTYPE)
+        return (f"a {kind.__qualname__} object, a subclass of {base.__module__}."
+                f"{base.__qualname__}".replace("builtins.", "") + " defined by the submission")
+    for name in ARRAY_PROTOCOL:
+        if not _trusted_attribute(kind, name):
+            return (f"a {kind.__qualname__} object that poses as an array (its {name} is "
+                    f"defined by the submission)")
+    for name, operator in COMPARISONS.items():
+        if not _trusted_attribute(kind, name):
+            return f"a {kind.__qualname__} object whose {operator} is defined by the submission"
+    return None
+
+
+def rigged_object(value: object, opaque: Iterable[int] = ()) -> str | None:
     """If ``value`` (a function's output) is built to lie about comparisons, say how.
 
+    Only what the graders compare is judged. ``value`` is a function's whole result; when
+    it is a tuple or list (several results), the items at the positions in ``opaque`` are
+    left out: a cache the contract leaves opaque (``layer_norm_forward``'s and
+    ``attention_forward``'s second result) may be an object of any class, with its own
+    ``==`` or none, since the graders only hand it back to the student's backward. Every
+    other value is judged, and inside it, recursively, the items of tuples and lists, the
+    keys and values of dicts and the elements of object arrays. A value is rigged when
+    it is:
+
+    - an ndarray subclass, or a subclass of ``int``, ``float``, ``complex`` or a NumPy
+      scalar type, defined by the submission;
+    - an object whose array protocol (``__array__``, ``__array_interface__``,
+      ``__array_struct__``, ``__array_ufunc__``, ``__array_function__``) or comparisons
+      (``__eq__``, ``__ne__``, ``<`` ...) are defined by the submission (anywhere in its
+      class's MRO): a class of its own, a ``@dataclass`` (its generated ``==``), or a
+      NumPy or standard-library class it patched;
+    - a ``wire.Handle`` (an object that stayed in the sandboxed process) the sandbox
+      marked as rigged.
+
+    Containers of the standard library with their own comparison (a namedtuple, a
+    ``dict`` or ``list`` subclass that overrides none) are judged by their items. At most
+    ``RIGGED_MAX_OBJECTS`` objects, ``RIGGED_MAX_DEPTH`` levels deep, are looked at.
+
+    Args:
+        value: any object, a function's result.
+        opaque: indices of items of a tuple or list ``value`` that are not compared.
+
     Returns:
-        str or None.
+        str, a clause for the student ("it returned ... defined by the submission"), or
+        None when nothing compared is rigged.
     """
-    for item in (value if isinstance(value, (tuple, list)) else (value,)):
-        kind = type(item)
-        if kind.__name__ == "Handle" and hasattr(item, "rigged"):  # from the sandbox
-            if item.rigged:
-                return item.rigged
-            continue
-        if isinstance(item, np.ndarray):
-            if kind is not np.ndarray and not kind.__module__.startswith("numpy"):
-                return (f"it returned an ndarray subclass {kind.__module__}.{kind.__name__} "
-                        f"defined by the submission")
-            continue
-        if isinstance(item, (int, float, complex, bool, str, bytes, dict, type(None),
-                             np.generic)) and kind.__module__ in ("builtins", "numpy"):
-            continue
-        if isinstance(item, (tuple, list)):
-            continue
-        eq = getattr(kind, "__eq__", None)
-        if eq is not None and _python_code_file(eq) and not kind.__module__.startswith("numpy"):
-            return (f"it returned a {kind.__name__} object whose == is defined by the "
-                    f"submission")
+    if isinstance(value, (tuple, list)) and opaque:
+        skip = set(opaque)
+        items = [v for i, v in enumerate(value) if i not in skip]
+        found = _rigged_kind(type(value))
+        if found:
+            return f"it returned {found}"
+    else:
+        items = [value]
+    budget = [RIGGED_MAX_OBJECTS]
+    kinds = {}
+    for item in items:
+        found = _rigged_value(item, 0, budget, kinds)
+        if found:
+            return f"it returned {found}"
+    return None
+
+
+def _rigged_value(item, depth, budget, kinds):
+    """``rigged_object``'s walk over one compared value (``kinds``: verdicts per class)."""
+    if budget[0] <= 0:
+        return None
+    budget[0] -= 1
+    kind = type(item)
+    if kind is Handle:  # from the sandbox
+        return item.rigged or None
+    if kind not in kinds:
+        kinds[kind] = _rigged_kind(kind)
+    if kinds[kind]:
+        return kinds[kind]
+    if depth >= RIGGED_MAX_DEPTH:
+        return None
+    if isinstance(item, np.ndarray):
+        if item.dtype.hasobject:
+            for element in item.flat:
+                found = _rigged_value(element, depth + 1, budget, kinds)
+                if found or budget[0] <= 0:
+                    return found
+        return None
+    if isinstance(item, dict):
+        children = [x for pair in dict.items(item) for x in pair]
+    elif isinstance(item, tuple):
+        children = tuple.__iter__(item)
+    elif isinstance(item, list):
+        children = list.__iter__(item)
+    else:
+        return None
+    for child in children:
+        found = _rigged_value(child, depth + 1, budget, kinds)
+        if found or budget[0] <= 0:
+            return found
     return None
