@@ -23,6 +23,7 @@ FORBIDDEN_MODULES = ("solutions", "grader_tests", "nbgrader", "ctypes", "socket"
 # Attribute chains that reach the grading machinery or other processes.
 FORBIDDEN_ATTRIBUTES = {
     ("sys", "modules"): "rewrites sys.modules",
+    ("sys", "path"): "searches the import path (sys.path)",
     ("sys", "meta_path"): "changes the import machinery (sys.meta_path)",
     ("sys", "path_hooks"): "changes the import machinery (sys.path_hooks)",
     ("sys", "settrace"): "installs a tracer",
@@ -123,7 +124,8 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
                 id(node) not in skip:
             text = node.value
             if KIT_PATH.search(text) or (course_root and course_root in text):
-                found.append(f"names the file or folder {text[:60]!r}")
+                shown = text if len(text) <= 80 else text[:30] + "..." + text[-45:]
+                found.append(f"names the file or folder {shown!r}")
     return list(dict.fromkeys(found))
 
 

@@ -32,8 +32,10 @@ import functools
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -156,10 +158,56 @@ def allowed_by_config(config: object) -> bool:
 
 @dataclass
 class Command:
-    """A jailed command: ``subprocess.Popen(c.argv, preexec_fn=c.preexec, ...)``."""
+    """A jailed command: ``subprocess.Popen(c.argv, preexec_fn=c.preexec, ...)``.
+
+    Attributes:
+        argv: list of str, bubblewrap's command line.
+        preexec: callable run in the child before ``exec`` (limits, descriptors).
+        uid: int or None, the uid the jailed program runs as when the grader is root
+            (None otherwise: then it runs as the grader's user in a user namespace).
+    """
 
     argv: list[str]
     preexec: object
+    uid: int | None = None
+
+
+def processes_of(uid: int) -> list[int]:
+    """Process ids of the machine whose real uid is ``uid``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                line = next(x for x in f if x.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(line.split()[1]) == uid:
+            found.append(int(name))
+    return found
+
+
+def reap(uid: int | None, timeout: float = 5.0) -> None:
+    """Kill every process left with a jail's ``uid`` and wait until none is left.
+
+    Killing bubblewrap ends its jail through the kernel (``--die-with-parent``, then the
+    PID namespace), but not at once; a caller that must know the jail is gone (the next
+    student, a test that looks for left processes) calls this. Does nothing for None.
+    """
+    if uid is None:
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        left = processes_of(uid)
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 def _parents(path: str) -> list[str]:
@@ -309,7 +357,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--no-new-privs", "--"]
     args += list(argv)
-    return Command(args, _limits_preexec(limits, tuple(keep_fds)))
+    return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
 
 
 def chown_for_jail(path: str) -> None:

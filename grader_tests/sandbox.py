@@ -72,6 +72,7 @@ class Sandbox:
         self.assignment, self.jailed = assignment, jailed
         self.proc = self.conn = None
         self.scratch = self.inside = None  # the private copy of the submission
+        self.uid = None  # the jail's uid (when the grader is root)
         self.names, self.cell_errors = {}, []
         self.callables = {}   # key -> a function of ours the worker may call back
         self.callees = {}     # graded name -> what answers it for the function being graded
@@ -103,6 +104,7 @@ class Sandbox:
                 [sys.executable, "-I", f"{jail.CODE_DIR}/_worker.py", fd, str(self.memory_mb)],
                 readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),))
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
+            self.uid = command.uid
             path = f"{jail.SUBMISSION_DIR}/{os.path.basename(self.path)}"
         else:
             env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -141,6 +143,7 @@ class Sandbox:
                 self.proc.kill()
             self.proc.wait()
             self.proc = None
+            jail.reap(self.uid)  # the jail's processes gone before anything else starts
 
     def close(self):
         """Kill the worker and delete the submission's scratch copy."""

@@ -1,0 +1,292 @@
+"""The grade no student can forge: every attack of ``tests/catalogue/attacks.py`` through the
+jailed grader, ``batch`` and nbgrader's ``autograde``.
+
+Each attack gets less than full marks for the function it games (``softmax``), a flag where
+it reaches for something a flag can name, and changes nothing outside its jail: the course
+folder and the kit's own files hash the same before and after, no file appears in the
+host's ``/tmp``, no connection reaches the host, no process is left, and the honest student
+graded in the same batch keeps full marks. nbgrader's autograde and the batch agree
+function by function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import nbformat
+import pytest
+
+from grader_tests import jail
+from grader_tests.core import POINTS
+from grader_tests.sandbox import grade_isolated
+from tests.catalogue import REFERENCE_SOURCE
+from tests.catalogue.attacks import ATTACKS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRADED = ["softmax", "causal_mask"]
+# Written by grading itself, not by a submission: left out of the course's checksum.
+GRADING_OUTPUTS = ("gradebook.db", "autograded", "feedback", "batch_log.jsonl", ".hypothesis",
+                   "__pycache__", "summary.json")
+
+pytestmark = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
+
+
+def tree_digest(folder: str, skip: tuple[str, ...] = GRADING_OUTPUTS) -> str:
+    """SHA-256 over every file's path and bytes under ``folder`` (``skip``: names left out)."""
+    digest = hashlib.sha256()
+    for base, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in skip and d != ".venv" and d != ".git")
+        for name in sorted(files):
+            if name in skip or name.startswith("gradebook.db"):
+                continue
+            path = os.path.join(base, name)
+            digest.update(os.path.relpath(path, folder).encode())
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
+
+
+def kit_digest() -> str:
+    """The kit's reference and graders, hashed."""
+    return tree_digest(os.path.join(ROOT, "solutions")) + tree_digest(
+        os.path.join(ROOT, "grader_tests"))
+
+
+class Listener:
+    """A TCP server on the host's loopback that counts the connections it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def listener():
+    server = Listener()
+    yield server
+    server.close()
+
+
+def attack_code(name: str, course: str, marker: str, port: int) -> str:
+    """The attack's source with its placeholders filled in."""
+    source = textwrap.dedent(ATTACKS[name]["source"])
+    return (source.replace("{course}", course).replace("{kit}", ROOT)
+            .replace("{marker}", marker).replace("{port}", str(port)))
+
+
+def jail_processes(uids=None) -> list[str]:
+    """Processes still alive on the machine with a jail's uid (``uids``: only these; by
+    default the uid of the jails this process starts)."""
+    uids = uids or {jail.JAIL_UID_BASE + os.getpid() % jail.JAIL_UIDS}
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        if uid in uids:
+            found.append(pid)
+    return found
+
+
+def fake_course(folder) -> None:
+    """A course folder with a gradebook, a README and another student's notebook."""
+    (folder / "submitted" / "s_honest" / "attention").mkdir(parents=True)
+    (folder / "submitted" / "s_honest" / "attention" / "attention.ipynb").write_text("{}")
+    (folder / "gradebook.db").write_bytes(b"SQLite format 3\x00")
+    (folder / "README.md").write_text("course\n")
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_an_attack_in_the_jail_gains_nothing_and_changes_nothing(name, tmp_path, listener):
+    course = tmp_path / "course"
+    fake_course(course)
+    marker = f"/tmp/attention-kit-escape-{uuid.uuid4().hex}"
+    path = course / "submitted" / "s_attacker" / "attention.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(REFERENCE_SOURCE + "\n" + attack_code(name, str(course), marker,
+                                                          listener.port))
+    before, kit_before, accepted = tree_digest(str(course)), kit_digest(), listener.accepted
+    gradebook = (course / "gradebook.db").read_bytes()
+    results, cell_errors, flags = grade_isolated(str(path), names=GRADED)
+    if name == "leaves a process behind":
+        time.sleep(5)  # past the moment the grandchild meant to write
+    assert results["softmax"].score < results["softmax"].max_score, (name, flags)
+    assert results["causal_mask"].score == results["causal_mask"].max_score, name
+    expected = ATTACKS[name]["flag"]
+    if expected is not None:
+        assert any(expected in f for f in flags), (name, flags)
+    assert tree_digest(str(course)) == before, name
+    assert (course / "gradebook.db").read_bytes() == gradebook, name
+    assert kit_digest() == kit_before or os.environ.get("KIT_EDITING"), name
+    assert not os.path.exists(marker), name
+    assert listener.accepted == accepted, name
+    assert jail_processes() == [], name
+
+
+def test_secrets_of_the_grader_never_reach_the_report(tmp_path, monkeypatch):
+    """The grader's environment (credentials in CI) is not the jail's."""
+    monkeypatch.setenv("PGPASSWORD", "secret-of-the-grader")
+    path = tmp_path / "attention.py"
+    path.write_text(REFERENCE_SOURCE + "\n" + attack_code("reads credentials", str(tmp_path),
+                                                          "/tmp/none", 9))
+    results, _, _ = grade_isolated(str(path), names=["softmax"])
+    text = json.dumps([c.message for c in results["softmax"].checks])
+    assert "secret-of-the-grader" not in text
+    assert "PGPASSWORD" not in text and "root:" not in text
+
+
+def test_honest_code_that_names_nothing_is_not_flagged(tmp_path):
+    path = tmp_path / "attention.py"
+    path.write_text(REFERENCE_SOURCE)
+    results, cell_errors, flags = grade_isolated(str(path), names=GRADED)
+    assert flags == [] and all(r.score == r.max_score for r in results.values())
+
+
+# ---------------------------------------------------------------------------------------
+# A class with every attack, through `batch` and through nbgrader's autograde.
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1",
+               PGPASSWORD="secret-of-the-grader")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _correct_notebook(course):
+    release = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)
+    source = nbformat.read(str(course / "source" / "attention" / "attention.ipynb"), 4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = answers[meta["grade_id"]]
+    return release
+
+
+@pytest.fixture(scope="module")
+def attacked_class(tmp_path_factory, listener):
+    """A course with one honest student and one student per attack, graded by batch."""
+    import shutil
+
+    course = tmp_path_factory.mktemp("course")
+    shutil.copytree(os.path.join(ROOT, "source"), course / "source",
+                    ignore=shutil.ignore_patterns("training"))
+    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
+    (course / "README.md").write_text("course\n")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
+                           "--force"], cwd=course, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    markers = {}
+    students = {"s_honest": None}
+    for i, name in enumerate(sorted(ATTACKS)):
+        students[f"s_attack_{i:02d}"] = name
+    for student, name in students.items():
+        nb = _correct_notebook(course)
+        if name is not None:
+            markers[student] = f"/tmp/attention-kit-escape-{uuid.uuid4().hex}"
+            cell = next(c for c in nb.cells
+                        if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution")
+            cell.source = attack_code(name, str(course), markers[student], listener.port)
+        folder = course / "submitted" / student / "attention"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, str(folder / "attention.ipynb"))
+    return course, students, markers
+
+
+def _scores(course, student):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook("attention", "attention", student)
+        scores = {g.name[: -len("_hidden_checks")]: g.auto_score for g in notebook.grades
+                  if g.name.endswith("_hidden_checks")}
+        review = any(g.needs_manual_grade for g in notebook.grades
+                     if g.name.endswith("_hidden_checks"))
+        return scores, notebook.flagged, review
+
+
+def _check_class(course, students, markers, listener, accepted_before):
+    for student, name in students.items():
+        scores, flagged, review = _scores(course, student)
+        if name is None:
+            assert scores == {k: float(v) for k, v in POINTS.items()}, scores
+            assert not flagged and not review, student
+            continue
+        assert scores["softmax"] < POINTS["softmax"], (name, scores["softmax"])
+        others = {k: v for k, v in scores.items() if k != "softmax"}
+        assert all(v == POINTS[k] for k, v in others.items()), (name, others)
+        if ATTACKS[name]["flag"] is not None:
+            assert flagged and review, name
+        assert not os.path.exists(markers[student]), name
+    assert listener.accepted == accepted_before
+    assert jail_processes() == []
+
+
+@pytest.mark.slow
+def test_the_class_of_attacks_through_batch_and_autograde(attacked_class, listener):
+    course, students, markers = attacked_class
+    before, kit_before, accepted = tree_digest(str(course)), kit_digest(), listener.accepted
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                           "--workers", "2", "--summary-json", "summary.json"], cwd=course,
+                          env=_env(), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "secret-of-the-grader" not in done.stdout + done.stderr
+    time.sleep(5)
+    _check_class(course, students, markers, listener, accepted)
+    assert tree_digest(str(course)) == before and kit_digest() == kit_before
+    summary = json.loads((course / "summary.json").read_text())
+    rows = {r["student"]: r for r in summary["students"]}
+    for student, name in students.items():
+        if name is not None and ATTACKS[name]["flag"] is not None:
+            assert rows[student]["flags"], (name, rows[student])
+    batch_scores = {s: _scores(course, s)[0] for s in students}
+
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "attention", "--create",
+                           "--force"], cwd=course, env=_env(), capture_output=True, text=True,
+                          timeout=3000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    time.sleep(5)
+    _check_class(course, students, markers, listener, accepted)
+    assert tree_digest(str(course)) == before and kit_digest() == kit_before
+    for student in students:  # the two paths agree, function by function
+        assert _scores(course, student)[0] == pytest.approx(batch_scores[student]), student
+        autograded = (course / "autograded" / student / "attention" /
+                      "attention.ipynb").read_text()
+        assert "secret-of-the-grader" not in autograded, student
