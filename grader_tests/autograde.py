@@ -79,6 +79,7 @@ class JailedKernelManager(AsyncKernelManager):
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
             new_session=False)
         self._jail_preexec = command.preexec
+        self._jail_uid = command.uid
         return command.argv
 
     async def _async_pre_start_kernel(self, **kw: Any):
@@ -92,6 +93,7 @@ class JailedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        jail.reap(getattr(self, "_jail_uid", None))
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)
             self._jail_parent = None
