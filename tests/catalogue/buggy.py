@@ -47,9 +47,11 @@ class Bug:
 
 
 # Forward functions whose cache a backward is graded with: the graders run the student's
-# own forward to get the cache (SPEC: the backward takes "what the forward returned"), so a
-# forward bug that stores values the reference backward cannot differentiate through also
-# costs the backward points.
+# own forward to get the cache (SPEC: the backward takes "what the forward returned"), and
+# a backward check runs only on an input where that forward is right (a backward earns its
+# points for being the gradient of the contract's function, never of a wrong forward:
+# grader_tests/checks/layer_norm.py). So a forward bug that shows on a backward check's
+# input also costs the backward that check, reported with the forward's fault id.
 _LN_CACHE = ("layer_norm_backward",)
 _ATTN_CACHE = ("attention_backward",)
 
@@ -114,8 +116,11 @@ BUGS = [
             cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
                      "n_heads": n_heads, "params": params}
             return y, cache
-        ''', "scores divided by sqrt(d) instead of sqrt(d_h); the cache records the factor "
-             "used, so the reference backward stays consistent with it"),
+        ''', "scores divided by sqrt(d) instead of sqrt(d_h)",
+        # The forward is wrong on every backward check's input with scale=True (all but
+        # the scale=False one): the backward cannot be checked there, although the cache
+        # records the factor used and the reference backward is consistent with it.
+        also=_ATTN_CACHE),
     Bug("sdpa-scale-by-dv", "scaled_dot_product_attention", "missing-scale", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             d = V.shape[-1]                     # the value width, not the key width d_k
@@ -212,8 +217,8 @@ BUGS = [
                      "n_heads": n_heads, "params": params}
             return y, cache
         ''', "softmax over axis 2 of (B, h, T, T), the queries",
-        # The cached P is normalised over the queries; the (correct) backward differentiates
-        # a softmax over the keys, so its gradients match neither forward.
+        # The forward is wrong on every backward check's input: the backward cannot be
+        # checked at all.
         also=_ATTN_CACHE),
 
     # ------------------------------------------------------------------ mask-after-softmax
@@ -245,8 +250,8 @@ BUGS = [
                      "n_heads": n_heads, "params": params}
             return y, cache
         ''', "causal mask applied by zeroing P after the softmax",
-        # The cached P is a zeroed softmax whose rows do not sum to 1; the backward's
-        # dS = P (dP - rowsum) is the derivative of a real softmax, not of this.
+        # The forward is wrong on every causal backward check's input (all but the
+        # causal=False one): the backward cannot be checked there.
         also=_ATTN_CACHE),
     Bug("sdpa-mask-after-renormalised-late", "scaled_dot_product_attention",
         "mask-after-softmax", '''
@@ -313,7 +318,10 @@ BUGS = [
             cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
                      "n_heads": n_heads, "params": params}
             return y, cache
-        ''', "causal mask transposed inside attention_forward (attends to the future)"),
+        ''', "causal mask transposed inside attention_forward (attends to the future)",
+        # The forward is wrong on every causal backward check's input (all but the
+        # causal=False one): the backward cannot be checked there.
+        also=_ATTN_CACHE),
 
     # ------------------------------------------------------------------ padding-ignored
     Bug("sdpa-ignores-mask", "scaled_dot_product_attention", "padding-ignored", '''
@@ -420,7 +428,10 @@ BUGS = [
             cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
                      "n_heads": n_heads, "params": params}
             return y, cache
-        ''', "attention_forward merges the heads itself by a plain reshape"),
+        ''', "attention_forward merges the heads itself by a plain reshape",
+        # The forward is wrong on every backward check's input: the backward cannot be
+        # checked at all.
+        also=_ATTN_CACHE),
 
     # ------------------------------------------------------------------ input-mutated
     Bug("softmax-inplace-subtract", "softmax", "input-mutated", '''
@@ -616,8 +627,8 @@ BUGS = [
             xhat = (x - mean) * inv
             return xhat * gamma + beta, {"xhat": xhat, "inv": inv, "gamma": gamma}
         ''', "unbiased variance (ddof=1)",
-        # The cache holds xhat and inv of the unbiased variance; the closed-form backward
-        # (correct for the biased one) is not the derivative of this forward.
+        # The forward is wrong on every backward check's input: the backward cannot be
+        # checked at all.
         also=_LN_CACHE),
     Bug("lnfwd-eps-outside-sqrt", "layer_norm_forward", "layer-norm-variance", '''
         def layer_norm_forward(x, gamma, beta, eps=1e-5):
@@ -627,8 +638,8 @@ BUGS = [
             xhat = (x - mean) * inv
             return xhat * gamma + beta, {"xhat": xhat, "inv": inv, "gamma": gamma}
         ''', "sqrt(var) + eps instead of sqrt(var + eps)",
-        # inv = 1 / (std + eps) in the cache: the closed form is not this forward's
-        # derivative (relative error about 3e-4 against the 1e-4 threshold).
+        # y is off by more than the forward checks' tolerance on every backward check's
+        # input: the backward cannot be checked at all.
         also=_LN_CACHE),
     Bug("lnfwd-variance-not-centred", "layer_norm_forward", "layer-norm-variance", '''
         def layer_norm_forward(x, gamma, beta, eps=1e-5):
@@ -638,7 +649,7 @@ BUGS = [
             xhat = (x - mean) * inv
             return xhat * gamma + beta, {"xhat": xhat, "inv": inv, "gamma": gamma}
         ''', "variance not centred",
-        # As for the unbiased variance: the cached xhat, inv do not fit the closed form.
+        # As for the unbiased variance: wrong on every input, the backward is not checked.
         also=_LN_CACHE),
 
     # ------------------------------------------------------------------ layer-norm-backward-terms
