@@ -795,6 +795,47 @@ def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
         unlock.parse_threshold("lots")
 
 
+def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebooks, capsys):
+    """A notebook flagged in the gradebook, or a hidden-check cell waiting for a manual
+    grade, keeps the gate closed at 100 / 100 and the report says why (a submission not
+    graded at all is still "not graded yet")."""
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        gb.add_grade_cell("softmax_hidden_checks", "attention", "attention", max_score=0,
+                          cell_type="code")
+        set_scores(gb, {"ada": (60, 40), "eve": (60, 40), "fay": (60, 40), "gus": (None, None)})
+        gb.find_submission_notebook("attention", "attention", "eve").flagged = True
+        hidden = gb.find_grade("softmax_hidden_checks", "attention", "attention", "fay")
+        hidden.auto_score, hidden.needs_manual_grade = 0.0, True
+        for student in ("ada", "eve"):
+            grade = gb.find_grade("softmax_hidden_checks", "attention", "attention", student)
+            grade.auto_score, grade.needs_manual_grade = 0.0, False
+        gb.db.commit()
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        reasons = {v["student"]: v["reason"] for v in locked}
+        assert reasons.pop("gus") == "attention submitted but not graded yet"
+        assert sorted(reasons) == ["eve", "fay"]
+        assert {v["student"]: v["score"] for v in locked if v["student"] in reasons} == {
+            "eve": 100.0, "fay": 100.0}
+        assert reasons["eve"].startswith("flagged for review: notebook attention flagged in "
+                                         "the gradebook"), reasons["eve"]
+        assert reasons["fay"].startswith("flagged for review: 1 hidden-check cell needs a "
+                                         "manual grade (softmax_hidden_checks)"), reasons["fay"]
+        assert all("attention scored 100 / 100 so far" in r for r in reasons.values())
+        gb.close()
+    assert not (unlocked / "eve").exists() and not (unlocked / "fay").exists()
+    assert list(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada"]
+    assert unlock.main(["--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
+                        str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "not unlocked (3)" in out and out.count("flagged for review: ") == 2
+
+
 def test_unlock_refuses_without_a_release(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"), "--db",
                              f"sqlite:///{tmp_path / 'gradebook.db'}", "--root", str(tmp_path)],

@@ -11,8 +11,12 @@ learning platform, a per-student repository, a shared drive); the student puts t
 ``training`` folder next to their ``attention`` folder, where the notebook's first cell
 finds their attention functions.
 
-It prints who is unlocked and who is not, and why (no `attention` submission, not graded
-yet, cells waiting for manual grading, score below the threshold). It can be re-run as new
+It prints who is unlocked and who is not, and why (no `attention` submission, flagged for
+review, not graded yet, cells waiting for manual grading, score below the threshold). A
+student whose `attention` notebook is flagged in the gradebook (``SubmissionNotebook.
+flagged``: the graders saw tampering, or a resubmission could not be graded) or any of
+whose hidden-check cells needs a manual grade stays locked whatever the score, until the
+instructor's review clears the flag and grades those cells. It can be re-run as new
 grades arrive: a student already recorded in the ledger is never released twice (their
 folder is left as it is, even if the release changed since; ``--dry-run`` shows what would
 happen without writing anything).
@@ -38,6 +42,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 GATE_ASSIGNMENT = "attention"
 ASSIGNMENT = "training"
@@ -48,6 +53,10 @@ if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside 
     sys.path.insert(0, str(ROOT))
 
 from grader_tests.batch import alembic_on_path, course_config  # noqa: E402
+from grader_tests.core import POINTS, grade_id  # noqa: E402
+
+# nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).
+HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
 
 
 def course_settings(config_dir):
@@ -97,8 +106,43 @@ def describe_threshold(threshold, max_score):
     return f"{need:g} / {max_score:g} points"
 
 
-def decide(gradebook, threshold):
+def review_pending(submission: Any) -> str | None:
+    """Why a submission waits for the instructor's review, or None.
+
+    Args:
+        submission: an ``nbgrader.api.SubmittedAssignment`` of `attention` (its
+            notebooks' ``flagged`` and the ``needs_manual_grade`` of its hidden-check
+            grades are read).
+
+    Returns:
+        None, or a str naming the flagged notebooks and the hidden-check cells that need a
+        manual grade (the start of the ``"flagged for review: ..."`` reason).
+    """
+    flagged = sorted(notebook.name for notebook in submission.notebooks if notebook.flagged)
+    pending = sorted(grade.name for notebook in submission.notebooks
+                     for grade in notebook.grades
+                     if grade.name in HIDDEN_CHECKS and grade.needs_manual_grade)
+    parts = []
+    if flagged:
+        parts.append(f"notebook {', '.join(flagged)} flagged in the gradebook (the graders "
+                     f"saw tampering, or its last file could not be graded)")
+    if pending:
+        shown = ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3
+                                          else "")
+        parts.append(f"{len(pending)} hidden-check cell{'s' if len(pending) != 1 else ''} "
+                     f"need{'s' if len(pending) == 1 else ''} a manual grade ({shown})")
+    return "; ".join(parts) or None
+
+
+def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
     """Every student of the gradebook with a verdict.
+
+    A student whose `attention` submission waits for review (``review_pending``) is never
+    eligible, whatever the score: the reason starts with ``"flagged for review: "``.
+
+    Args:
+        gradebook: an open ``nbgrader.api.Gradebook``.
+        threshold: a ``parse_threshold`` value.
 
     Returns:
         list of dicts ``{"student", "eligible" (bool), "score", "max_score", "reason"}``,
@@ -130,7 +174,13 @@ def decide(gradebook, threshold):
         entry["score"] = score
         autograded = any(grade.auto_score is not None or grade.manual_score is not None
                          for notebook in submission.notebooks for grade in notebook.grades)
-        if not autograded:
+        review = review_pending(submission)
+        if review and (autograded or any(nb.flagged for nb in submission.notebooks)):
+            # (cells of a submission never graded wait for the autograder, not a review)
+            entry["reason"] = (f"flagged for review: {review}; {GATE_ASSIGNMENT} scored "
+                               f"{score:g} / {max_score:g} so far; it stays locked until the "
+                               f"review in formgrader grades those cells and clears the flag")
+        elif not autograded:
             entry["reason"] = f"{GATE_ASSIGNMENT} submitted but not graded yet"
         elif submission.needs_manual_grade:
             entry["reason"] = (f"{GATE_ASSIGNMENT} has cells waiting for manual grading "
