@@ -32,6 +32,7 @@ from typing import Any
 
 import nbformat
 from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float
@@ -130,7 +131,17 @@ class JailedExecute(Execute):
                 text=f"[not run: cell {self._stopped_at + 1} ran out of time, so the cells "
                      f"after it were not run while grading]\n")]
             return cell, resources
-        cell, resources = super().preprocess_cell(cell, resources, index)
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
+            # The kernel stopped answering (a fork bomb, a flood, memory): the cells after
+            # this one are not run; the points come from the jailed grader all the same.
+            cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
+                "error", ename=type(exc).__name__, evalue="the kernel stopped responding",
+                traceback=[f"{type(exc).__name__}: the kernel stopped responding while this "
+                           f"cell ran"])]
+            self._stopped_at = index
+            return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
                for o in cell.get("outputs", [])):
             self._stopped_at = index

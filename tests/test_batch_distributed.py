@@ -288,3 +288,35 @@ def test_killed_worker_and_time_limit_end_in_one_grade_or_one_error(courses, clu
     assert again[0]["report"]["score"] == pytest.approx(100.0)
     with Gradebook(pg_url) as gb:
         assert gb.find_submission("attention", slow).score == pytest.approx(100.0)
+
+
+def test_a_submission_on_a_dask_worker_cannot_reach_the_scheduler(courses, cluster, tmp_path):
+    """A student whose softmax connects to the Dask scheduler (to rewrite its own record)
+    finds no network in the jail: softmax loses its points, the submission is flagged and
+    held for review, and the honest student graded beside it keeps full marks."""
+    course = _course(tmp_path / "attack")
+    done = _run(["-m", "nbgrader", "generate_assignment", "attention", "--force"], course)
+    assert done.returncode == 0, done.stdout[-3000:]
+    host, port = cluster.address.rsplit("//", 1)[1].rsplit(":", 1)
+    nb = nbformat.reads(courses.built["student_correct"], 4)
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution")
+    cell.source = (f"import socket\n"
+                   f"def softmax(scores, axis=-1):\n"
+                   f"    socket.create_connection(({host!r}, {port}), timeout=2).close()\n"
+                   f"    return scores\n")
+    _write(course / "submitted", {"student_correct": courses.built["student_correct"],
+                                  "student_dask_client": nbformat.writes(nb)})
+    done = _run(["-m", "grader_tests", "batch", "submitted", "--scheduler", cluster.address,
+                 "--summary-json", "summary.json"], course)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from nbgrader.api import Gradebook
+
+    with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
+        honest = gb.find_submission("attention", "student_correct")
+        assert honest.score == pytest.approx(100.0) and not honest.needs_manual_grade
+        notebook = gb.find_submission_notebook("attention", "attention", "student_dask_client")
+        softmax = next(g for g in notebook.grades if g.name == "softmax_hidden_checks")
+        assert softmax.auto_score < 10 and notebook.flagged and softmax.needs_manual_grade
+    rows = {r["student"]: r for r in json.loads((course / "summary.json").read_text())["students"]}
+    assert any("socket" in f for f in rows["student_dask_client"]["flags"])

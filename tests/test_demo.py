@@ -144,3 +144,22 @@ def test_training_is_unlocked_for_exactly_the_students_with_full_marks(demo):
         released = course / "unlocked" / student / "training" / "training.ipynb"
         assert released.is_file() == (student in full), student
     assert "training gate" in stdout
+
+
+def test_batch_agrees_with_nbgrader_autograde_student_by_student(demo):
+    """The isolated batch, run after the demo's nbgrader autograde on the same class, finds
+    every student's hidden cells scored the same, function by function, and the expected
+    points; nobody of the example class is flagged."""
+    course, _, _ = demo
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                           "--workers", "2", "--summary-json", "batch_summary.json"],
+                          cwd=course, env=child_env(), capture_output=True, text=True,
+                          timeout=1200, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = {r["student"]: r for r in json.loads(
+        (course / "batch_summary.json").read_text())["students"]}
+    for student, expected in EXPECTED.items():
+        row = rows[student]
+        assert row["disagreements"] == [], (student, row["disagreements"])
+        assert row["flags"] == [], (student, row["flags"])
+        assert row["score"] == pytest.approx(expected["score"]), student
