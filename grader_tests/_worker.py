@@ -129,7 +129,8 @@ def serve(request):
             result = fn(*args, **kwargs)
             return {"op": "result", "value": result, "args": list(args), "kwargs": kwargs}
         except BaseException as exc:  # everything the student's code raises goes back
-            mro = [k.__name__ for k in type(exc).__mro__]
+            mro = [k.__qualname__ if k.__module__ == "builtins" else
+                   f"{k.__module__}.{k.__qualname__}" for k in type(exc).__mro__]
             return {"op": "raised", "types": mro, "message": str(exc)[:2000]}
     return {"op": "error", "message": f"unknown op {op}"}
 

@@ -19,7 +19,8 @@ from .submission import SubmissionError, code_of_notebook
 
 # Modules a submission has no use for: the kit's own, and ways out of the process.
 FORBIDDEN_MODULES = ("solutions", "grader_tests", "nbgrader", "ctypes", "socket", "subprocess",
-                     "signal", "pty", "multiprocessing", "gc", "resource", "shutil")
+                     "signal", "pty", "multiprocessing", "gc", "resource", "shutil",
+                     "wire", "rebind", "_worker")
 # Attribute chains that reach the grading machinery or other processes.
 FORBIDDEN_ATTRIBUTES = {
     ("sys", "modules"): "rewrites sys.modules",

@@ -105,12 +105,14 @@ def bwrap_path() -> str | None:
 @functools.lru_cache(maxsize=1)
 def problem() -> str | None:
     """Why no jail can be made here (one line), or None when it can: bubblewrap present
-    and a trial jail running ``true`` exits 0. Cached for the life of the process."""
+    and this Python, run in a trial jail, imports NumPy. Cached for the life of the
+    process."""
     if not sys.platform.startswith("linux"):
         return f"the jail needs Linux namespaces; this is {sys.platform}: {INSTALL_HINT}"
     if bwrap_path() is None:
         return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
-    trial = command(["/bin/true"], readonly=(), submission_dir=None)
+    trial = command([sys.executable, "-I", "-c", "import numpy"], readonly=(),
+                    submission_dir=None)
     try:
         done = subprocess.run(trial.argv, preexec_fn=trial.preexec, capture_output=True,
                               timeout=30, stdin=subprocess.DEVNULL)
@@ -322,6 +324,11 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    # /proc, /dev and the private /tmp first: a bind below /tmp (a kit cloned there, the
+    # Python environment inside it) must come after the tmpfs, or the tmpfs hides it.
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    made.add("/tmp")
     args += ["--perms", "0755", "--dir", "/etc"]
     made.add("/etc")
     for name in ETC_ALLOWED:
@@ -335,9 +342,6 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     for package in kit_packages():  # a non-editable install inside the environment
         if os.path.isdir(package) and any(_under(package, r) for r in python_roots()):
             args += ["--tmpfs", package]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-    made.add("/tmp")
     if submission_dir is not None:
         directory(SUBMISSION_DIR)
         args += ["--ro-bind", submission_dir, SUBMISSION_DIR]

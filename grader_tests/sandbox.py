@@ -39,12 +39,6 @@ WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
 EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
                       "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                       "budget_kv_to_weights", "budget_kv_cache_bytes_mqa")
-SAFE_EXCEPTIONS = {k.__name__: k for k in (
-    NotImplementedError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
-    AttributeError, NameError, AssertionError, MemoryError, RecursionError, OverflowError,
-    FloatingPointError, ArithmeticError, LookupError, RuntimeError, UnboundLocalError)}
-
-
 class WorkerDied(Exception):
     """The sandbox process ended during a call (exit, kill, out of memory)."""
 
@@ -269,10 +263,11 @@ class Sandbox:
         if reply["op"] == "raised":
             types = reply["types"]
             message = reply["message"]
-            for t in types:
-                if t in SAFE_EXCEPTIONS:
-                    raise SAFE_EXCEPTIONS[t](message)
-            raise RemoteError(types[0], message)
+            kind = wire.exception_class([str(t) for t in types]) if isinstance(types, list) \
+                else None
+            if kind is not None:
+                raise kind(message)
+            raise RemoteError(str(types[0]) if types else "Exception", message)
         return reply["value"], reply["args"], reply["kwargs"]
 
 class RemoteFunction:

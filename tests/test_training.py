@@ -541,7 +541,10 @@ def test_sandbox_gives_the_verdicts_of_in_process_grading(case, tmp_path):
     here = grade_function(name, submission(*extra))
     results, cell_errors, flags = grade_isolated(str(path), names=[name], assignment="training")
     there = results[name]
-    assert cell_errors == [] and flags == [], (cell_errors, flags)
+    # The source here is the kit's own reference (it imports solutions, multiprocessing,
+    # ctypes): what the source scan says of it is not a verdict of the checks.
+    verdicts = [f for f in flags if not f.startswith("the submission ")]
+    assert cell_errors == [] and verdicts == [], (cell_errors, flags)
     assert [(c.name, c.passed, c.fault) for c in there.checks] == \
         [(c.name, c.passed, c.fault) for c in here.checks], \
         [(c.name, c.fault, c.message) for c in there.checks if not c.passed]

@@ -290,3 +290,27 @@ def test_the_class_of_attacks_through_batch_and_autograde(attacked_class, listen
         autograded = (course / "autograded" / student / "attention" /
                       "attention.ipynb").read_text()
         assert "secret-of-the-grader" not in autograded, student
+
+
+@pytest.mark.parametrize("asked", ["softmax", "__setattr__", "f1", "layer_norm_forward"])
+def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
+    """A submission that speaks the worker's protocol itself and asks the grader for a
+    function gets nothing it was not offered (the function under test, a method of the
+    grader, an unknown key), is flagged, and leaves the grader's process as it was: the
+    reference graded next in the same process keeps full marks."""
+    from tests.catalogue.attacks import CHANNEL_ATTACK
+    from solutions import attention as reference
+
+    path = tmp_path / "attention.py"
+    path.write_text(REFERENCE_SOURCE + "\n" + textwrap.dedent(CHANNEL_ATTACK.format(name=asked)))
+    before = {n: getattr(reference, n) for n in reference.SPEC_FUNCTIONS}
+    results, _, flags = grade_isolated(str(path), names=["softmax"])
+    assert results["softmax"].score < results["softmax"].max_score
+    assert flags, "the submission spoke the grader's protocol and was not flagged"
+    if asked in ("softmax", "__setattr__", "f1"):  # never offered while softmax is graded
+        assert any(f"asked the grader for {asked!r}" in f for f in flags), flags
+    assert {n: getattr(reference, n) for n in reference.SPEC_FUNCTIONS} == before
+    honest = tmp_path / "honest.py"
+    honest.write_text(REFERENCE_SOURCE)
+    results, _, flags = grade_isolated(str(honest), names=["softmax", "causal_mask"])
+    assert flags == [] and all(r.score == r.max_score for r in results.values())

@@ -165,3 +165,20 @@ ATTACKS = {
             time.sleep(3600)
     ''', flag=None),
 }
+
+# Attacks on the channel between the jailed worker and the grader: the student's code
+# speaks the worker's protocol on its socket (``sys.argv[1]``) and asks the grader to run
+# something. ``{name}``: the function it asks for.
+CHANNEL_ATTACK = '''
+    import sys
+    from multiprocessing.connection import Connection
+    import wire
+    def softmax(scores, axis=-1):
+        conn = Connection(int(sys.argv[1]))
+        request = {{"op": "callback", "name": "{name}", "args": [scores], "kwargs": {{}}}}
+        conn.send_bytes(wire.dumps(request))
+        reply = wire.loads(conn.recv_bytes())
+        if reply.get("op") == "callback-result":
+            return reply["value"]
+        return scores
+'''
