@@ -101,13 +101,14 @@ def _builtin_exception(name):
     return kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
 
 
-def isolated(name, fn, spec_names, conn, table):
-    """The function graded as ``name`` with every OTHER graded name it reaches answered by
-    the grader (the same re-binding as ``core.isolate``, with callbacks in place of the
-    reference). The graded name itself is never replaced, whatever ``fn.__name__`` is: an
-    alias of a function that calls ``name`` reaches the student's own code."""
-    callees = {other: Callback(conn, table, other) for other in spec_names if other != name}
-    return rebind.rebound(fn, callees)
+def isolated(name, fn, allowed, conn, table):
+    """The function graded as ``name`` with the graded names it may build on (``allowed``,
+    the grader's ``core.allowed_callees``) answered by the grader (the same re-binding as
+    ``core.isolate``, with callbacks in place of the reference). The graded name itself is
+    never replaced, whatever ``fn.__name__`` is, and neither is any other: an alias of a
+    function that calls ``name`` reaches the student's own code."""
+    callees = {other: Callback(conn, table, other) for other in allowed if other != name}
+    return rebind.rebound(fn, callees, name=name)
 
 
 def describe(value):
@@ -150,12 +151,13 @@ def main():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     table = {}
     prepared = {}  # graded name -> its isolated function
-    loaded_state = {"namespace": {}, "spec_names": ()}
+    loaded_state = {"namespace": {}, "spec_names": (), "callees": {}}
 
     def prepare(name):
         if name not in prepared:
-            prepared[name] = isolated(name, loaded_state["namespace"][name],
-                                      loaded_state["spec_names"], conn, table)
+            allowed = loaded_state["callees"].get(name, ())
+            prepared[name] = isolated(name, loaded_state["namespace"][name], allowed, conn,
+                                      table)
         return prepared[name]
 
     STATE.update(conn=conn, table=table, prepare=prepare)
@@ -174,7 +176,9 @@ def main():
                 errors = loaded.cell_errors
             except submission.SubmissionError as exc:
                 namespace, errors = {}, [str(exc)]
-            loaded_state.update(namespace=namespace, spec_names=spec_names)
+            callees = request.get("callees") or {}
+            loaded_state.update(namespace=namespace, spec_names=spec_names,
+                                callees={str(k): tuple(v) for k, v in callees.items()})
             names = {}
             for key in list(request.get("names", spec_names)) + list(request.get("variables", ())):
                 if key in namespace:

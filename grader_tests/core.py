@@ -70,6 +70,40 @@ POINTS = {
 # Names whose implementations are swapped for the reference inside other graded functions.
 SPEC_FUNCTIONS = reference.SPEC_FUNCTIONS
 
+_ATTENTION_PARTS = ("softmax", "scaled_dot_product_attention", "split_heads", "merge_heads",
+                    "causal_mask", "padding_mask", "combine_masks")
+# The graded functions each graded function of `attention` is built from, in the contract's
+# order of composition: while X is graded, these (and only these) are answered by the
+# reference, so that a bug in one costs only its own points. Any other graded name X
+# reaches stays the student's own: a function never gets its work done by the reference
+# of a function built above it (an attention_forward, a backward) or beside it.
+CALLEES = {
+    "softmax": (),
+    "causal_mask": (),
+    "padding_mask": (),
+    "combine_masks": ("causal_mask", "padding_mask"),
+    "scaled_dot_product_attention": ("softmax",),
+    "split_heads": (),
+    "merge_heads": (),
+    "multi_head_attention": _ATTENTION_PARTS,
+    "sinusoidal_positions": (),
+    "layer_norm_forward": (),
+    "layer_norm_backward": (),
+    "attention_forward": _ATTENTION_PARTS,
+    "attention_backward": ("softmax", "split_heads", "merge_heads", "causal_mask"),
+    "block_param_count": (),
+    "kv_cache_bytes": (),
+}
+
+
+def allowed_callees(name: str) -> tuple[str, ...]:
+    """The graded names answered by the reference while ``name`` is graded (``CALLEES``;
+    for a graded name of another assignment, every function of `attention`, which that
+    assignment builds on)."""
+    if name in CALLEES:
+        return tuple(CALLEES[name])
+    return tuple(n for n in SPEC_FUNCTIONS if n != name)
+
 # Positions of a graded function's returned tuple that the contract leaves opaque: the
 # cache a forward returns for its backward may be of any type (a dict, a tuple of arrays,
 # a dataclass, a closure ...). The graders only hand it back to the student's backward,
@@ -477,8 +511,8 @@ def call_watching_inputs(fn, *args, **kwargs):
 def callees(name: str, target: Callable) -> dict[str, Callable]:
     """What every other graded name resolves to while ``name`` is graded.
 
-    Each graded name ``B`` of ``SPEC_FUNCTIONS`` other than ``name`` is replaced by the
-    reference ``B``, re-bound so that the reference's own uses of ``name`` (directly or
+    Each graded name ``B`` that ``name`` may build on (``allowed_callees``) is replaced by
+    the reference ``B``, re-bound so that the reference's own uses of ``name`` (directly or
     through other reference functions: the reference ``multi_head_attention`` reaches
     ``softmax`` through ``scaled_dot_product_attention``) call ``target``. Honest code
     that calls another graded function keeps working (the reference callee calls the
@@ -496,12 +530,11 @@ def callees(name: str, target: Callable) -> dict[str, Callable]:
             of the student's remote function).
 
     Returns:
-        dict graded name -> callable, one entry per name of ``SPEC_FUNCTIONS`` except
-        ``name``; each takes the arguments and returns the values (arrays of the
+        dict graded name -> callable, one entry per name of ``allowed_callees(name)``; each takes the arguments and returns the values (arrays of the
         reference's shapes and dtypes) of the reference function of that name.
     """
-    return rebound_many({other: getattr(reference, other) for other in SPEC_FUNCTIONS
-                         if other != name}, {name: target}, vars(reference))
+    return rebound_many({other: getattr(reference, other) for other in allowed_callees(name)},
+                        {name: target}, vars(reference))
 
 
 def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()) -> Callable:

@@ -29,7 +29,7 @@ from solutions.training import ModelConfig
 
 from . import evidence, jail, wire
 from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, FunctionResult,
-                   StudentTimeout, callees, grade_namespace)
+                   StudentTimeout, allowed_callees, callees, grade_namespace)
 
 wire.register_record(ModelConfig)  # configurations cross as records, rebuilt here as this
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,6 +114,8 @@ class Sandbox:
         reply = self._request({"op": "load", "path": path,
                                "spec_names": list(SPEC_FUNCTIONS),
                                "names": list(graded_points(self.assignment)),
+                               "callees": {n: list(allowed_callees(n))
+                                           for n in graded_points(self.assignment)},
                                "assignment": self.assignment,
                                "variables": list(EXERCISE_VARIABLES),
                                "cell_time_limit": self.load_time_limit / 3},
@@ -340,8 +342,6 @@ def callees_for(name, target):
     """What answers, in the grader, each other graded name the function graded as ``name``
     reaches: ``core.callees`` (the reference, whose own uses of ``name`` call ``target``,
     the proxy of the student's function); nothing for a name outside the contract."""
-    if name not in SPEC_FUNCTIONS:
-        return {other: getattr(reference, other) for other in SPEC_FUNCTIONS}
     return callees(name, target)
 
 

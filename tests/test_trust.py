@@ -314,3 +314,28 @@ def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
     honest.write_text(REFERENCE_SOURCE)
     results, _, flags = grade_isolated(str(honest), names=["softmax", "causal_mask"])
     assert flags == [] and all(r.score == r.max_score for r in results.values())
+
+
+@pytest.mark.parametrize("mode", ["in-process", "isolated"])
+@pytest.mark.parametrize("case", sorted(__import__("tests.catalogue.machinery",
+                                                   fromlist=["GAMED"]).GAMED))
+def test_the_graders_machinery_does_no_students_work(case, mode):
+    """A function never gets its work done by a reference it is not built from: a forward
+    called for a backward's cache cannot reach the backward's reference, a function cannot
+    reach the reference of one built above it, and a backward is the gradient of the
+    contract's forward, not of the student's own."""
+    from grader_tests.core import grade_namespace
+    from tests.catalogue.machinery import GAMED, path_of
+
+    path = path_of(case)
+    names = list(GAMED[case])
+    if mode == "in-process":
+        namespace = {"__name__": "__submission__"}
+        with open(path) as f:
+            exec(compile(f.read(), "submission.py", "exec"), namespace)
+        results = grade_namespace(namespace, names)
+    else:
+        results, _, _ = grade_isolated(path, names=names)
+    for name in names:
+        assert results[name].score == 0, (case, name, [
+            (c.name, c.fault) for c in results[name].checks if c.passed])
