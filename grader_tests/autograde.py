@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import weakref
 from typing import Any
 
 import nbformat
@@ -35,7 +36,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Float
+from traitlets import Float, Integer
 
 from . import jail
 
@@ -58,6 +59,7 @@ class JailedKernelManager(AsyncKernelManager):
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
         self._jail_parent = tempfile.mkdtemp(prefix="attention-kit-kernel-")
+        weakref.finalize(self, shutil.rmtree, self._jail_parent, True)  # a failed start too
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
         os.chmod(self._jail_dir, 0o777)  # the jail's uid makes its sockets here
@@ -108,7 +110,12 @@ def is_hidden_cell(cell: NotebookNode) -> bool:
 
 class JailedExecute(Execute):
     """nbgrader's ``Execute`` with the kernel in the jail, hidden cells left to the
-    grader, and no cell run after one that ran out of time."""
+    grader, no cell run after one that ran out of time, and at most ``output_bytes`` of
+    output kept from the whole run (a flood would fill the grader's memory and disk)."""
+
+    output_bytes = Integer(4 * 2**20, help="Bytes of output (all cells together) kept from "
+                                           "the kernel's run; the rest is dropped with a note."
+                           ).tag(config=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -117,7 +124,22 @@ class JailedExecute(Execute):
 
     def preprocess(self, nb: NotebookNode, resources: dict, retry: int | None = None):
         self._stopped_at = None
+        self._kept_bytes, self._capped = 0, False
         return super().preprocess(nb, resources, retry)
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int):
+        """nbclient's handling of one output message, past the budget dropped."""
+        content = msg.get("content", {})
+        self._kept_bytes += len(str(content.get("text", ""))) + len(str(content.get("data", "")))
+        if self._kept_bytes > self.output_bytes:
+            if not self._capped:
+                self._capped = True
+                outs.append(nbformat.v4.new_output(
+                    "stream", name="stdout",
+                    text=f"\n[output past {self.output_bytes // 2**20} MiB dropped while "
+                         f"grading]\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         if cell.cell_type != "code":

@@ -206,6 +206,8 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
             try:
                 results = [base, at(unit), at(2 * unit)]
             except Exception as exc:
+                if _out_of_resources(exc):  # the machine said no, not the mathematics
+                    return None
                 return (f"it returned on one of the graders' inputs but raised "
                         f"{type(exc).__name__} when that input was moved by a relative 1e-5 or "
                         f"less: its answers follow the exact input "
@@ -220,3 +222,11 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
                     f"which no computation of this contract does: its answers follow the "
                     f"exact input (a lookup of stored answers?), not a computation")
     return None
+
+
+def _out_of_resources(exc: BaseException) -> bool:
+    """True when a call failed for lack of memory, processes or a living process (the
+    student's process died, ran out of memory, could not start a thread): no verdict on
+    whether the answers follow the input can rest on it."""
+    kinds = {type(exc).__name__, str(getattr(exc, "type_name", ""))}
+    return bool(kinds & {"WorkerDied", "MemoryError", "BlockingIOError", "RecursionError"})

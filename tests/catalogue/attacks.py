@@ -159,6 +159,20 @@ ATTACKS = {
                 sys.stderr.write("y" * 5000)
             return scores
     ''', flag=None),
+    "an alias that calls the graded name": dict(source='''
+        def _softmax(scores, axis=-1):
+            return softmax(scores, axis)
+        softmax = _softmax
+    ''', flag=None),
+    "softmax done by scaled_dot_product_attention": dict(source='''
+        import numpy as np
+        def softmax(scores, axis=-1):
+            s = np.moveaxis(np.asarray(scores, dtype=float), axis, -1)
+            n = s.shape[-1]
+            q = s.reshape(-1, 1, n)
+            _, w = scaled_dot_product_attention(q, np.eye(n), np.zeros((n, 1)), scale=False)
+            return np.moveaxis(w.reshape(s.shape), -1, axis).astype(np.result_type(scores, 1.0))
+    ''', flag=None),
     "sleeps past the limit": dict(source='''
         import time
         def softmax(scores, axis=-1):
