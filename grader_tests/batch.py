@@ -41,6 +41,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import time
 import warnings
@@ -124,6 +125,38 @@ def _gradebook(db_url, course_id):
 
     alembic_on_path()
     return Gradebook(db_url, course_id) if course_id else Gradebook(db_url)
+
+
+def die_with_parent():
+    """Pool initializer: this grading process is killed when its parent goes, however it
+    goes (``PR_SET_PDEATHSIG``; its jail follows through bubblewrap's own)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown has to do
+        return
+    if os.getppid() == 1:  # the parent went before the request took effect
+        os._exit(1)
+
+
+def kill_pool(pool):
+    """Kill the processes of a ``ProcessPoolExecutor`` now and shut it down."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        try:
+            process.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+class Interrupted(BaseException):
+    """The batch was asked to stop (SIGTERM, SIGHUP; Ctrl-C is KeyboardInterrupt)."""
+
+
+def _stop_on(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def log_name(assignment):
@@ -480,8 +513,10 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             # graders once): nothing one student's grading did survives into the next.
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["grader_tests.sandbox", "grader_tests.checks"])
-            with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                                                        max_tasks_per_child=1) as pool:
+            pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=workers, mp_context=context, max_tasks_per_child=1,
+                initializer=die_with_parent)
+            try:
                 futures = {pool.submit(_grade_job, s, p, assignment, jailed): s
                            for s, p in jobs}
                 for future in concurrent.futures.as_completed(futures):
@@ -496,6 +531,12 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
                                "error": f"grading process failed: {type(exc).__name__}: "
                                         f"{exc}", "seconds": 0.0}
                     finish(student, rec)
+            except BaseException:
+                # Interrupted (Ctrl-C, SIGTERM, SIGHUP): the grading processes go at once,
+                # and their jails with them; what finished is in the log and the gradebook.
+                kill_pool(pool)
+                raise
+            pool.shutdown(wait=True)
     finally:
         if bar is not None:
             bar.stop()
@@ -525,6 +566,25 @@ def require_assignment(db_url, assignment, course_id=None):
                 f"generate_assignment {assignment} --force` in the course folder first") from None
 
 
+# Exit status of ``main`` when the batch was interrupted (as a shell reports SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+def interrupted(args, exc):
+    """After an interruption: say what the log holds and how to go on; ``EXIT_INTERRUPTED``."""
+    submitted = os.path.abspath(args.submitted)
+    root = os.path.dirname(submitted)
+    log_path = args.log or os.path.join(root, log_name(args.assignment))
+    records = Log(log_path).records if os.path.exists(log_path) else {}
+    graded = sorted(s for s, r in records.items() if r.get("report") is not None)
+    what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
+    print(f"\ninterrupted ({what}): no grading process is left running. The log "
+          f"{log_path} holds {len(graded)} graded student(s)"
+          + (f": {', '.join(graded)}" if graded else "")
+          + ". Run the same command again to grade the others.", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader_tests batch",
                                      description="Grade every submission, isolated, into the "
@@ -551,10 +611,17 @@ def main(argv=None):
                         help="where bubblewrap's jail cannot be made, grade in plain processes "
                              "(student code then runs as you: trusted code only)")
     args = parser.parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on)
+    # Ctrl-C stops the batch even where it was started with SIGINT ignored (a background
+    # job of a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         summary = run(args.submitted, args.assignment, args.workers, args.db_url, args.log,
                       args.fresh, scheduler=args.scheduler,
                       task_time_limit=args.task_time_limit, allow_unjailed=args.unjailed)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        return interrupted(args, exc)
     except BatchSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

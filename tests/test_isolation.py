@@ -251,27 +251,30 @@ def test_a_callee_captured_by_value_is_replaced_too(kind):
     assert r.score == r.max_score, r.faults
 
 
-def test_callees_call_back_any_target():
-    """The reference callees reach the target for the graded name, directly or through
-    other reference functions; other names reach the reference."""
+def test_callees_are_the_functions_a_graded_function_is_built_from():
+    """While X is graded, only the graded functions X is built from (core.CALLEES) are
+    answered by the reference, and they never call the function under test's reference:
+    softmax is built from nothing, multi_head_attention from the attention parts below it,
+    the backwards never from their own reference."""
+    from grader_tests.core import CALLEES
+
     calls = []
 
-    def target(scores, axis=-1):
-        calls.append(np.shape(scores))
-        return ref.softmax(scores, axis)
+    def target(*args, **kwargs):
+        calls.append(len(args))
+        return ref.multi_head_attention(*args, **kwargs)
 
-    replacements = callees("softmax", target)
-    assert "softmax" not in replacements
-    assert set(replacements) == set(ref.SPEC_FUNCTIONS) - {"softmax"}
+    assert callees("softmax", target) == {}
+    assert "layer_norm_backward" not in callees("layer_norm_forward", target)
+    assert "attention_backward" not in callees("attention_forward", target)
+    assert "attention_forward" not in callees("scaled_dot_product_attention", target)
+    replacements = callees("multi_head_attention", target)
+    assert set(replacements) == set(CALLEES["multi_head_attention"])
     Q = np.ones((1, 3, 4))
     out, weights = replacements["scaled_dot_product_attention"](Q, Q, Q)
     np.testing.assert_allclose(weights.sum(-1), 1.0)
-    assert calls == [(1, 3, 3)]
-    X = np.random.default_rng(0).normal(size=(2, 3, 4))
-    W = np.eye(4)
-    replacements["multi_head_attention"](X, W, W, W, W, 2)  # through the reference SDPA
-    assert calls[1:] == [(2, 2, 3, 3)]
     np.testing.assert_array_equal(replacements["causal_mask"](3), ref.causal_mask(3))
+    assert calls == []  # nothing below multi_head_attention calls it
     assert ref.scaled_dot_product_attention.__globals__["softmax"] is ref.softmax  # untouched
 
 

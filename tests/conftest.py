@@ -1,0 +1,71 @@
+"""Session-wide checks of the kit's test suite.
+
+No test may leave a process behind: at the end of the session (in the controlling process
+under pytest-xdist), every process started during the session whose command line is the
+kit's (graders, batches, jails, kernels, nbgrader, Dask, PostgreSQL, Chromium) must have
+ended; the ones still alive after a grace period are listed, killed, and fail the session.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+# Command-line fragments of the processes the kit's tests start.
+KIT_PROCESSES = ("grader_tests", "nbgrader", "bwrap", "ipykernel", "dask", "postgres",
+                 "chromium", "jupyter", "tools.demo", "unlock_training", "_worker.py",
+                 "multiprocessing")
+GRACE_SECONDS = 20.0
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._kit_started = time.time()  # type: ignore[attr-defined]
+
+
+def _left_behind(started: float) -> list:
+    import psutil
+
+    me = os.getpid()
+    ancestors = {p.pid for p in psutil.Process(me).parents()} | {me}
+    left = []
+    for p in psutil.process_iter(["pid", "create_time", "cmdline", "status"]):
+        info = p.info
+        if info["pid"] in ancestors or (info["create_time"] or 0) < started:
+            continue
+        if info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        line = " ".join(info["cmdline"] or [])
+        if "pytest" in line or "execnet" in line or "xdist" in line:
+            continue
+        if any(fragment in line for fragment in KIT_PROCESSES):
+            left.append(p)
+    return left
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks
+        return
+    try:
+        import psutil
+    except ImportError:  # the test extras are not installed: nothing to walk with
+        return
+    started = getattr(session.config, "_kit_started", time.time())
+    deadline = time.monotonic() + GRACE_SECONDS
+    left = _left_behind(started)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _left_behind(started)
+    if not left:
+        return
+    lines = []
+    for p in left:
+        try:
+            lines.append(f"  pid {p.pid}: {' '.join(p.cmdline())[:200]}")
+            p.kill()
+        except psutil.Error:
+            continue
+    if lines:
+        print("\nprocesses left behind by the test session (now killed):\n" + "\n".join(lines))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
