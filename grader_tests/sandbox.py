@@ -34,6 +34,9 @@ from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, Functi
 wire.register_record(ModelConfig)  # configurations cross as records, rebuilt here as this
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_worker.py")
+# Largest message the grader accepts from the student's process (bytes): a bigger one ends
+# that process like any other misbehaviour, before it can fill the grader's memory.
+MAX_MESSAGE_BYTES = 64 * 2**20
 # The worker and the modules it imports: the only code of the kit inside the jail.
 WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
 EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
@@ -188,7 +191,8 @@ class Sandbox:
                 raise StudentTimeout()
             try:
                 if self.conn.poll(0.05 if remaining is None else min(remaining, 0.05)):
-                    return wire.loads(self.conn.recv_bytes(), resolve=self._resolve)
+                    return wire.loads(self.conn.recv_bytes(MAX_MESSAGE_BYTES),
+                                      resolve=self._resolve)
             except (EOFError, OSError, ConnectionError):
                 raise WorkerDied() from None
             if self.proc.poll() is not None:

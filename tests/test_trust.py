@@ -214,11 +214,20 @@ def attacked_class(tmp_path_factory, listener):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     markers = {}
-    students = {"s_honest": None}
+    students = {"s_honest": None, "s_honest_logging": None}
     for i, name in enumerate(sorted(ATTACKS)):
         students[f"s_attack_{i:02d}"] = name
     for student, name in students.items():
         nb = _correct_notebook(course)
+        if student == "s_honest_logging":  # logs at INFO to the kernel's stderr
+            cell = next(c for c in nb.cells
+                        if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution")
+            cell.source = ("import logging\nlogging.basicConfig(level=logging.INFO)\n"
+                           "_log = logging.getLogger('attention')\n" + cell.source.replace(
+                               "def softmax(scores, axis=-1):\n",
+                               "def softmax(scores, axis=-1):\n    _log.info('softmax %s', "
+                               "getattr(scores, 'shape', None))\n", 1))
+            assert "_log.info" in cell.source
         if name is not None:
             markers[student] = f"/tmp/attention-kit-escape-{uuid.uuid4().hex}"
             cell = next(c for c in nb.cells
