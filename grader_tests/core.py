@@ -430,7 +430,8 @@ def _invoke(fn, args, kwargs):
     sink = io.StringIO()
     started = time.perf_counter()
     seconds = min(limit, remaining)
-    if getattr(fn, "enforces_time_limit", False):  # a sandboxed function times itself
+    if getattr(type(fn), "enforces_time_limit", False) and \
+            type(fn).__module__ == "grader_tests.sandbox":  # the grader's proxy times itself
         fn.time_limit = seconds
         limiter = contextlib.nullcontext()
     else:
