@@ -8,11 +8,12 @@ import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,
-                                    DeduplicateIds, GetGrades, IgnorePattern, LimitOutput,
+                                    GetGrades, IgnorePattern, LimitOutput,
                                     NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec,
                                     SaveAutoGrades)
 
-from grader_tests.autograde import FlagForReview, JailedExecute, TrustedGrades
+from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
+                                   TrustedGrades)
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
@@ -67,7 +68,8 @@ class RestoreDeletedGradeCells(OverwriteCells):
     a grade or solution cell; in this kit that cell is a locked visible-test cell, and
     nbgrader stops with ``KeyError: 'softmax_visible_test'``. The restored cell is
     nbgrader's own (``missing_cell_transform``: the instructor's source, a note that it
-    was added back, the points), given an id so that the notebook stays valid nbformat 4.5.
+    was added back, the points), with an id in an nbformat 4.5 notebook and none in an
+    older one, so that the notebook stays valid in its own format version.
     """
 
     def add_missing_grade_cells(self, nb, resources):
@@ -82,7 +84,10 @@ class RestoreDeletedGradeCells(OverwriteCells):
             self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
             cell = self.missing_cell_transform(source[grade_cell.name], grade_cell.max_score,
                                                is_solution=grade_cell.name in solutions)
-            cell["id"] = grade_cell.name
+            if (nb.nbformat, nb.nbformat_minor) >= (4, 5):  # cell ids exist from 4.5 on
+                cell["id"] = grade_cell.name
+            else:
+                cell.pop("id", None)
             earlier = order[:order.index(grade_cell.name)]
             at = next((present.index(name) + 1 for name in reversed(earlier) if name in present), 0)
             nb.cells.insert(at, cell)
@@ -91,8 +96,12 @@ class RestoreDeletedGradeCells(OverwriteCells):
 
 # A student who deleted a grade cell gets it back and it is graded as usual.
 c.OverwriteCells.add_missing_cells = True
+# Cells that carry the same nbgrader id (duplicated, split in JupyterLab) are joined and
+# graded as written (JoinDuplicateCells), where nbgrader's DeduplicateIds would drop the
+# student from the autograde.
 c.Autograde.sanitize_preprocessors = [
-    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreDeletedGradeCells, CheckCellMetadata,
+    ClearOutput, JoinDuplicateCells, OverwriteKernelspec, RestoreDeletedGradeCells,
+    CheckCellMetadata,
 ]
 # nbgrader's own autograde steps, with two replaced and one added (grader_tests/autograde.py):
 # the notebook runs in a kernel in the jail (JailedExecute), the points of every hidden cell

@@ -126,7 +126,7 @@ def main(argv=None):
         top = sum(r.max_score for r in results.values())
         print(f"\nTotal: {total:.2f} / {top:g}")
         for err in cell_errors:
-            print(f"note: a cell failed while loading: {err}")
+            print(f"note: {err}")
         for flag in flags:
             print(f"FLAG: {flag}")
         for note in notes:

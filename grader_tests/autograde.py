@@ -47,6 +47,45 @@ HIDDEN_SUFFIX = "_hidden_checks"
 TIMEOUT_NAMES = ("TimeoutError", "CellTimeoutError", "DeadKernelError")
 
 
+class JoinDuplicateCells(NbGraderPreprocessor):
+    """nbgrader's ``DeduplicateIds``, kind to students: cells that carry the same nbgrader
+    id (a solution cell duplicated, or split in JupyterLab with both halves keeping the
+    metadata; a test cell pasted twice) are graded as the student wrote them.
+
+    Solution cells of one id are joined into the first, in order (an exact copy counted
+    once), with a first comment line naming what was joined; copies of any other nbgrader
+    cell are dropped (locked cells are restored from the source anyway). Cell ids are made
+    unique. nbgrader's own step empties the copies' metadata instead, and its next step
+    then stops the whole submission with ``KeyError: 'grade_id'``.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        first: dict[str, NotebookNode] = {}
+        kept, ids = [], set()
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            if grade_id and grade_id in first:
+                self.log.warning("cell %s appears more than once: graded as one", grade_id)
+                head = first[grade_id]
+                if meta.get("solution") and cell.get("source") != head.get("source") and \
+                        cell.cell_type == head.cell_type:
+                    note = f"# [grading] cells with the nbgrader id {grade_id} joined here\n"
+                    if not head.source.startswith(note):
+                        head.source = note + head.source
+                    head.source += "\n" + cell.source
+                continue
+            if grade_id:
+                first[grade_id] = cell
+            if "id" in cell:
+                while cell["id"] in ids:
+                    cell["id"] = f"{cell['id']}-{len(ids)}"[:64]
+                ids.add(cell["id"])
+            kept.append(cell)
+        nb.cells = kept
+        return nb, resources
+
+
 class JailedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels start in the jail and talk over Unix sockets.
 

@@ -48,8 +48,10 @@ def _keep(cell, given=False):
     if given and cell.get("cell_type") == "code" and str(
             (meta.get("nbgrader") or {}).get("grade_id", "")).startswith(GIVEN_PREFIX):
         return True
-    if cell.get("cell_type") == "raw" and (meta.get("nbgrader") or {}).get("solution"):
-        return True  # a solution cell turned into raw by mistake: its code is still the answer
+    if cell.get("cell_type") in ("raw", "markdown") and (meta.get("nbgrader") or {}).get(
+            "solution"):
+        return True  # a solution cell turned into raw or markdown by mistake: its code is
+        # still the answer (nbgrader's autograde turns it back into code too)
     if cell.get("cell_type") != "code":
         return False
     tags = meta.get("tags", []) or []
@@ -129,16 +131,28 @@ def code_of_notebook(path, given=False):
     """
     cells = _cells(path)
     out = []
+    joined = {}  # grade id of a solution cell -> its place in ``out``
     for i, cell in enumerate(cells):
-        gate = given and ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get(
-            "grade_id") == GATE_ID and cell.get("cell_type") == "code"
+        meta = (cell.get("metadata", {}) or {}).get("nbgrader") or {}
+        gate = given and meta.get("grade_id") == GATE_ID and cell.get("cell_type") == "code"
         if gate or _keep(cell, given):
             source = cell.get("source", "")
             if isinstance(source, list):
                 source = "".join(source)
             if gate:
                 source = gate_definitions(source)
-            out.append((i, MAGIC.sub(r"\1pass  # \2", source)))
+            source = MAGIC.sub(r"\1pass  # \2", source)
+            grade_id = meta.get("grade_id") if meta.get("solution") else None
+            if grade_id and grade_id in joined:
+                # The same solution cell twice (duplicated, or split in JupyterLab with both
+                # halves keeping the id): graded as one, as nbgrader's autograde joins them.
+                at = joined[grade_id]
+                if source != out[at][1]:
+                    out[at] = (out[at][0], out[at][1] + "\n" + source)
+                continue
+            if grade_id:
+                joined[grade_id] = len(out)
+            out.append((i, source))
     return out
 
 
@@ -150,6 +164,27 @@ def _cell_name(index, labels):
         return "the file"
     label = labels.get(index)
     return f"cell {index + 1}" + (f" ({label})" if label else "")
+
+
+def _structure_notes(cells):
+    """What the grader did about the notebook's structure, one sentence each: solution
+    cells turned into markdown or raw (graded as code), solution cells that appear more
+    than once (joined and graded as one)."""
+    notes, seen = [], {}
+    for i, cell in enumerate(cells):
+        meta = (cell.get("metadata", {}) or {}).get("nbgrader") or {}
+        if not meta.get("solution"):
+            continue
+        grade_id = meta.get("grade_id")
+        if cell.get("cell_type") in ("raw", "markdown"):
+            notes.append(f"cell {i + 1} ({grade_id}) is a {cell.get('cell_type')} cell: graded "
+                         f"as code, as nbgrader does")
+        seen.setdefault(grade_id, []).append(i + 1)
+    for grade_id, places in seen.items():
+        if len(places) > 1:
+            notes.append(f"cells {', '.join(map(str, places))} carry the same id {grade_id} "
+                         f"(duplicated or split): joined and graded as one")
+    return notes
 
 
 def _no_op(*args, **kwargs):
@@ -198,9 +233,10 @@ def load(path, cell_time_limit=None, assignment="attention"):
         labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
                   for i, cell in enumerate(_cells(path))}
     namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
+    notes = [] if path.endswith(".py") else _structure_notes(_cells(path))
     if assignment == "training":
         namespace.update(require_gate=_no_op, require_implemented=_no_op)
-    loaded = Loaded(path, namespace)
+    loaded = Loaded(path, namespace, list(notes))
     use_alarm = bool(cell_time_limit) and hasattr(signal, "SIGALRM") and \
         threading.current_thread() is threading.main_thread()
     for index, source in chunks:

@@ -1,15 +1,18 @@
 """Session-wide checks of the kit's test suite.
 
 No test may leave a process behind: at the end of the session (in the controlling process
-under pytest-xdist), every process started during the session whose command line is the
-kit's (graders, batches, jails, kernels, nbgrader, Dask, PostgreSQL, Chromium) must have
-ended; the ones still alive after a grace period are listed, killed, and fail the session.
+under pytest-xdist), every process this session started (it carries the session's mark in
+its environment, inherited from the test that started it) whose command line is the kit's
+(graders, batches, jails, kernels, nbgrader, Dask, PostgreSQL, Chromium) must have ended;
+the ones still alive after a grace period are listed, killed, and fail the session.
+Another test session on the same machine is left alone.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
 
 import pytest
 
@@ -20,8 +23,14 @@ KIT_PROCESSES = ("grader_tests", "nbgrader", "bwrap", "ipykernel", "dask", "post
 GRACE_SECONDS = 20.0
 
 
+# The environment variable that marks the processes of this test session.
+MARK = "ATTENTION_KIT_TEST_SESSION"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config._kit_started = time.time()  # type: ignore[attr-defined]
+    if not hasattr(session.config, "workerinput"):  # xdist workers inherit the controller's
+        os.environ.setdefault(MARK, uuid.uuid4().hex)
 
 
 def _left_behind(started: float) -> list:
@@ -38,6 +47,11 @@ def _left_behind(started: float) -> list:
             continue
         line = " ".join(info["cmdline"] or [])
         if "pytest" in line or "execnet" in line or "xdist" in line:
+            continue
+        try:
+            if p.environ().get(MARK) != os.environ.get(MARK):
+                continue  # another session's, or nobody's
+        except psutil.Error:
             continue
         if any(fragment in line for fragment in KIT_PROCESSES):
             left.append(p)
