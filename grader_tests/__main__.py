@@ -59,6 +59,11 @@ def main(argv=None):
     b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
                        add_help=False)
     b.add_argument("rest", nargs=argparse.REMAINDER)
+    for stream in (sys.stdout, sys.stderr):  # a console that cannot show a character
+        try:                                  # (cp1252 and a student's "√") gets "?"
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "batch":

@@ -75,3 +75,14 @@ def test_unjailed_is_said_in_the_config_the_instructor_reads():
     with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "nbgrader_config.py")) as f:
         text = f.read()
     assert "c.AttentionKit.allow_unjailed = False" in text
+
+
+@needs_jail
+def test_a_console_that_cannot_show_a_character_gets_a_replacement_not_a_crash(tmp_path):
+    path = tmp_path / "attention.py"
+    path.write_text("def softmax(scores, axis=-1):\n    raise ValueError('√ d_k — ∑')\n")
+    env = dict(os.environ, PYTHONIOENCODING="cp1252")
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "grade", str(path), "--only",
+                           "softmax"], capture_output=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr.decode("cp1252", "replace")[-2000:]
+    assert b"? d_k" in done.stdout and b"Total: 0.00 / 10" in done.stdout
