@@ -321,3 +321,70 @@ def mha_no_mutation(fn):
     X, Ws = _mha_inputs(26)
     mutation_check(fn, (X, *Ws, 2), {"mask": ref.causal_mask(4)}, MHA,
                    ["X", "W_Q", "W_K", "W_V", "W_O", "n_heads"])
+
+
+# Scores in the thousands overflow exp (float64 overflows above about 709) unless the softmax
+# subtracts the row maximum; scaling W_Q and W_K by 30 multiplies every score by 900 and
+# leaves the values (and so the output's size) as they were. attention_forward's check
+# (attention_block) uses the same factor.
+LARGE_SCORE_FACTOR = 30.0
+
+
+def _finite_where_expected(got, expected):
+    """True if ``got`` has no NaN or infinity where ``expected`` is finite."""
+    got = np.asarray(got, dtype=np.float64)
+    return got.shape == np.shape(expected) and bool(np.all(np.isfinite(got)
+                                                           | ~np.isfinite(expected)))
+
+
+@check(MHA, "no overflow or NaN when the scores reach the thousands (W_Q, W_K scaled by 30)")
+def mha_large_scores(fn):
+    X, Ws = _mha_inputs(27, B=2, T=5)
+    Ws = [Ws[0] * LARGE_SCORE_FACTOR, Ws[1] * LARGE_SCORE_FACTOR, Ws[2], Ws[3]]
+    what = f"{MHA} with scores in the thousands (W_Q and W_K scaled by {LARGE_SCORE_FACTOR:g})"
+    for mask in (None, ref.causal_mask(5)):
+        kwargs = {} if mask is None else {"mask": mask}
+        Y, weights = unpack(call(fn, X, *Ws, 2, **kwargs), 2, what)
+        Y, weights = as_array(Y, f"{what}: Y"), as_array(weights, f"{what}: weights")
+        exp_Y, exp_w = ref.multi_head_attention(X, *Ws, 2, mask=mask)
+        if not (_finite_where_expected(Y, exp_Y) and _finite_where_expected(weights, exp_w)):
+            S = ref.split_heads(X @ Ws[0], 2) @ np.swapaxes(ref.split_heads(X @ Ws[1], 2),
+                                                             -1, -2) / np.sqrt(X.shape[-1] // 2)
+            raise Fail("unstable-softmax",
+                       f"{what}" + ("" if mask is None else ", causal mask")
+                       + f": the scores reach {np.abs(S).max():.3g} and the output holds "
+                       f"NaN or inf ({worst_difference(Y, exp_Y)}); the definition is finite "
+                       f"there. Likely cause: a softmax written inside the function that "
+                       f"does not subtract the row maximum before exp (exp overflows above "
+                       f"about 709 in float64).")
+        _expect_mha(fn, X, Ws, 2, mask, what=what)
+
+
+@check(MHA, "a query whose keys are all masked gets zero weights and output in every head, "
+            "never NaN ((T, T) and (B, T, T) masks)")
+def mha_empty_row(fn):
+    X, Ws = _mha_inputs(28, B=3, T=4)
+    square = ref.causal_mask(4)
+    square[2] = False  # query 2 may attend to no key
+    batch = ref.combine_masks(ref.causal_mask(4), ref.padding_mask([4, 0, 2], 4))  # b = 1: none
+    for mask, empty in ((square, (slice(None), 2)), (batch, (1, slice(None)))):
+        what = f"{MHA} with a {mask.shape} mask that leaves a query no key"
+        Y, weights = unpack(call(fn, X, *Ws, 2, mask=mask), 2, what)
+        Y, weights = as_array(Y, f"{what}: Y"), as_array(weights, f"{what}: weights")
+        expect_shape(Y, X.shape, f"{what}: Y")
+        expect_shape(weights, (3, 2, 4, 4), f"{what}: weights")
+        b, t = empty
+        row_w = weights[b, :, t] if isinstance(b, int) else weights[:, :, t]
+        row_Y = Y[b, t] if isinstance(b, int) else Y[:, t]
+        if np.isnan(row_w).any() or np.isnan(row_Y).any() or not allclose(row_w, 0.0) \
+                or not allclose(row_Y, 0.0, atol=1e-12):
+            where = (f"query {t} of every sequence" if not isinstance(b, int) else
+                     f"every query of sequence {b} (length 0)")
+            raise Fail("nan-on-empty-row",
+                       f"{what}: {where} may attend to no key; its weights are "
+                       f"{fmt(row_w)} and its output {fmt(row_Y)}, expected all zeros "
+                       f"(in every head, and Y = 0 @ W_O = 0). Likely cause: a row of -inf "
+                       f"only gives NaN in a softmax without the empty-row rule (max of the "
+                       f"row taken as 0, divide only where the sum is > 0), or a large "
+                       f"negative fill (-1e9) gives uniform weights.")
+        _expect_mha(fn, X, Ws, 2, mask, what=what)

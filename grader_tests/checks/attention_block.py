@@ -147,6 +147,28 @@ def forward_equivariance(fn):
                                  f"in the wrong order.")
 
 
+@check(FWD, "no overflow or NaN when the scores reach the thousands (W_Q, W_K scaled by 30)")
+def forward_large_scores(fn):
+    x, params = _x(65, T=5), _params(66)
+    params["W_Q"] = params["W_Q"] * 30.0  # every score times 900: of order 1e3
+    params["W_K"] = params["W_K"] * 30.0
+    for causal in (True, False):
+        what = f"{FWD}(causal={causal}) with scores in the thousands (W_Q and W_K scaled by 30)"
+        y, _ = unpack(call(fn, x, params, 2, causal=causal), 2, what)
+        y = as_array(y, f"{what}: y")
+        expect_shape(y, x.shape, f"{what}: y")
+        expected, cache = ref.attention_forward(x, params, 2, causal=causal)
+        if not np.all(np.isfinite(y)):
+            scores = cache["Q"] @ np.swapaxes(cache["K"], -1, -2) * cache["factor"]
+            raise Fail("unstable-softmax",
+                       f"{what}: the scores reach {np.abs(scores).max():.3g} and y holds NaN "
+                       f"or inf ({worst_difference(y, expected)}); the definition is finite "
+                       f"there. Likely cause: a softmax written inside the function that "
+                       f"does not subtract the row maximum before exp (exp overflows above "
+                       f"about 709 in float64).")
+        _expect_forward(fn, x, params, 2, causal=causal, what=what)
+
+
 @check(FWD, "float32 in, float32 out")
 def forward_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((_x(61, dtype=dt), _params(62, dtype=dt), 2), {}),
@@ -280,6 +302,12 @@ class _Setup:
                 candidates.append(("weight-grad-wrong", self.numeric[partner],
                                    f"{label} holds the gradient of {partner}: the query and "
                                    f"key gradients are swapped"))
+            if name in WEIGHTS + BIASES:
+                tokens = self.x.shape[0] * self.x.shape[1]
+                candidates.append(("param-grad-axes", expected / tokens, f"{label} was "
+                                   f"averaged over the B * T = {tokens} tokens instead of "
+                                   f"summed: the loss sums over every token, and so does the "
+                                   f"gradient of a shared parameter"))
             if name in WEIGHTS:
                 candidates.append(("weight-grad-wrong", expected.T, f"{label} is transposed: "
                                    f"for Z = x @ W, dW = x^T @ dZ has the shape (d_in, d_out) "

@@ -36,13 +36,16 @@ def _number(namespace, name, exercise):
         raise Fail("not-implemented", f"{exercise}: the variable {name} is not defined; assign "
                                       f"your answer to it.")
     value = namespace[name]
+    if value is Ellipsis or value is None:  # the released placeholder `name = ...`
+        raise Fail("not-implemented", f"{exercise}: {name} has no answer yet (it is still "
+                                      f"{value!r}); assign your answer, a number, to it.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         try:
             value = float(value)
         except Exception:
             raise Fail("other", f"{exercise}: {name} should be a number, got "
                                 f"{type(value).__name__}.") from None
-    if value is Ellipsis or (isinstance(value, float) and math.isnan(value)):
+    if isinstance(value, float) and math.isnan(value):
         raise Fail("not-implemented", f"{exercise}: {name} has no answer yet.")
     return float(value)
 

@@ -294,6 +294,9 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
             candidates = [("param-grad-axes", partial.sum(axis=a)[(0,) * (len(shape) - 2)]
                            if len(shape) > 2 else None, "summed over one leading axis only")
                           for a in lead]
+            candidates.append(("param-grad-axes", partial.mean(axis=lead), "averaged over the "
+                               "leading axes instead of summed: the loss sums over every "
+                               "token, and so does the gradient of a shared parameter"))
             other = (G * x).sum(axis=lead) if name == "dgamma" else None
             candidates.append(("weight-grad-wrong", other, "dgamma must use xhat (the "
                                                            "normalised input), not x"))

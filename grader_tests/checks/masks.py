@@ -59,6 +59,20 @@ def causal_shapes(fn):
 # --- padding_mask -------------------------------------------------------------------------
 
 
+def _padding_leak(got, expected, lengths, T):
+    """``("padding-ignored", why)`` if ``got`` keeps every real token and marks some
+    padded positions as real (``t <= lengths[b]``: the first pad token leaks in), else
+    ``("other", "")``."""
+    if got.shape != expected.shape or not np.all(got[expected]) or not np.any(got & ~expected):
+        return "other", ""
+    off_by_one = np.arange(T)[None, :] <= np.asarray(lengths).reshape(-1)[:, None]
+    if np.array_equal(got, off_by_one):
+        return "padding-ignored", ("t <= lengths[b] marks the first padded position as a "
+                                   "real token, so attention sees one pad token; real "
+                                   "tokens are t < lengths[b]")
+    return "padding-ignored", "padded positions are marked as real tokens"
+
+
 @check("padding_mask", "[b, t] is True iff t < lengths[b] (lengths as a list or an array)")
 def padding_matches_definition(fn):
     cases = [([3, 1, 4], 4), (np.array([0, 2, 5]), 5), ([1], 1), (np.array([2, 2]), 3)]
@@ -68,6 +82,8 @@ def padding_matches_definition(fn):
         expect_shape(got, expected.shape, f"padding_mask(lengths of {len(lengths)}, T={T})")
         if not np.array_equal(got.astype(bool), expected):
             fault, why = _mask_fault(got.astype(bool), expected)
+            if fault == "other":
+                fault, why = _padding_leak(got.astype(bool), expected, lengths, T)
             shown = list(np.asarray(lengths).tolist())
             raise Fail(fault, f"padding_mask(lengths={shown}, T={T}) returned\n"
                               f"{fmt(got.astype(int))}\nexpected (1 = real token)\n"
@@ -96,6 +112,31 @@ def _random_padding(B, T, seed):
     return ref.padding_mask(lengths, T)
 
 
+def _combine_fault(g, causal, padding):
+    """Name the mistake that turns ``causal[None] & padding[:, None, :]`` into ``g``.
+
+    Returns:
+        ``(fault, why)``; ``("other", "")`` when no known mistake reproduces ``g``.
+    """
+    expected = causal[None, :, :] & padding[:, None, :]
+    on_queries = causal[None, :, :] & padding[:, :, None]
+    both = on_queries & padding[:, None, :]
+    if np.array_equal(g, on_queries) or np.array_equal(g, both):
+        return "mask-wrong-axis", ("padding was applied to the queries (axis 1) instead of "
+                                   "the keys (last axis)")
+    if np.array_equal(g, ~expected) or np.array_equal(g, ~causal[None] & ~padding[:, None, :]):
+        return "mask-inverted", "True was read as 'blocked'"
+    if np.array_equal(g, causal[None] | padding[:, None, :]):
+        # OR is how masks combine when True means "blocked" (blocked if either blocks):
+        # causal | padding = ~(~causal & ~padding), the AND of the inverted masks
+        return "mask-inverted", ("the masks were combined with OR, the rule for masks where "
+                                 "True means 'blocked' (blocked if either blocks); with True "
+                                 "= 'may attend' a key is allowed only if both allow it: AND")
+    if np.array_equal(g, np.broadcast_to(causal, g.shape)):
+        return "padding-ignored", "the padding mask was left out"
+    return "other", ""
+
+
 @check("combine_masks", "[b, i, j] = causal[i, j] AND padding[b, j] (padding on the keys)")
 def combine_matches_definition(fn):
     for B, T, seed in ((3, 5, 0), (2, 4, 1), (1, 1, 2)):
@@ -106,20 +147,7 @@ def combine_matches_definition(fn):
         expect_shape(got, (B, T, T), f"combine_masks(causal ({T}, {T}), padding ({B}, {T}))")
         g = got.astype(bool)
         if not np.array_equal(g, expected):
-            on_queries = causal[None, :, :] & padding[:, :, None]
-            both = on_queries & padding[:, None, :]
-            if np.array_equal(g, on_queries) or np.array_equal(g, both):
-                fault, why = "mask-wrong-axis", ("padding was applied to the queries (axis 1) "
-                                                 "instead of the keys (last axis)")
-            elif np.array_equal(g, ~expected) or np.array_equal(
-                    g, ~causal[None] & ~padding[:, None, :]):
-                fault, why = "mask-inverted", "True was read as 'blocked'"
-            elif np.array_equal(g, causal[None] | padding[:, None, :]):
-                fault, why = "other", "the masks were combined with OR instead of AND"
-            elif np.array_equal(g, np.broadcast_to(causal, g.shape)):
-                fault, why = "padding-ignored", "the padding mask was left out"
-            else:
-                fault, why = "other", ""
+            fault, why = _combine_fault(g, causal, padding)
             b = int(np.argwhere((g != expected).any(axis=(1, 2)))[0][0])
             raise Fail(fault, f"combine_masks with causal ({T}x{T}) and padding =\n"
                               f"{fmt(padding.astype(int))}\nreturned for sequence b = {b}\n"
@@ -138,3 +166,27 @@ def combine_is_bool(fn):
 def combine_no_mutation(fn):
     mutation_check(fn, (ref.causal_mask(4), _random_padding(2, 4, 4)), {}, "combine_masks",
                    ["causal", "padding"])
+
+
+@check("combine_masks", "a sequence of length 0: every row of its mask is all False")
+def combine_empty_sequence(fn):
+    T = 4
+    causal, padding = ref.causal_mask(T), ref.padding_mask([0, 2, 4], T)
+    got = as_array(call(fn, causal, padding), "combine_masks(causal, padding)")
+    expected = ref.combine_masks(causal, padding)
+    expect_shape(got, (3, T, T), f"combine_masks(causal ({T}, {T}), padding (3, {T}))")
+    g = got.astype(bool)
+    if np.array_equal(g, expected):
+        return
+    fault, why = _combine_fault(g, causal, padding)
+    if fault == "other" and g[0].any() and np.array_equal(g[1:], expected[1:]):
+        fault, why = "nan-on-empty-row", ("keys were let in for a sequence with no real "
+                                          "token (to avoid NaN later?); its queries have "
+                                          "nothing to attend to, and attention gives them "
+                                          "zero weights")
+    b = int(np.argwhere((g != expected).any(axis=(1, 2)))[0][0])
+    raise Fail(fault, f"combine_masks with causal ({T}x{T}) and padding =\n"
+                      f"{fmt(padding.astype(int))}\n(sequence 0 has length 0) returned for "
+                      f"sequence b = {b}\n{fmt(g[b].astype(int))}\nexpected\n"
+                      f"{fmt(expected[b].astype(int))}."
+                      + (f" Likely cause: {why}." if why else ""))

@@ -1,5 +1,7 @@
 """Checks of ``softmax(scores, axis=-1)`` (SPEC section 1; traps 6 and the stability rule)."""
 
+import contextlib
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -7,7 +9,7 @@ from hypothesis import strategies as st
 from solutions import attention as ref
 
 from .. import strategies as S
-from ..core import Fail, call, check
+from ..core import Fail, StubHit, StudentTimeout, call, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, worst_difference)
 
@@ -19,13 +21,153 @@ def _other_axes(x, axis):
     return [ref.softmax(x, axis=a) for a in range(x.ndim) if a != axis % x.ndim]
 
 
+def unkept_variants(x: np.ndarray, axis: int) -> list[np.ndarray]:
+    """What a softmax returns when its sum over ``axis`` drops that axis (no ``keepdims``).
+
+    ``sum(e, axis)`` has the shape of ``x`` without ``axis``; NumPy broadcasting lines it
+    up with the *trailing* axes of ``e``, so each entry is divided by the sum of another
+    slice: on square scores ``e[i, j] / sum_k e[j, k]``, a normalisation along the wrong
+    axis (PyTorch's ``sum(dim)`` translated without ``keepdim``). The shift by the maximum
+    is taken with ``keepdims``, without it (misaligned the same way), or left out.
+    Computed from the formula, with NumPy's broadcasting rule.
+
+    Args:
+        x: float array ``(...)`` with ``x.ndim >= 1``.
+        axis: int, the axis the sums run over.
+
+    Returns:
+        list of float arrays (of the broadcast shape, which may differ from ``x.shape``),
+        one per way of shifting for which the shapes broadcast.
+    """
+    out = []
+    with np.errstate(all="ignore"):
+        for shift in ("kept", "unkept", "none"):
+            try:
+                if shift == "none":
+                    top = 0.0
+                else:
+                    top = np.max(x, axis=axis, keepdims=shift == "kept")
+                    top = np.where(np.isfinite(top), top, 0.0)
+                e = np.exp(x - top)
+                out.append(e / np.sum(e, axis=axis))
+            except (ValueError, np.exceptions.AxisError):  # shapes that do not broadcast
+                continue
+    return out
+
+
+def wrong_axis_variants(x: np.ndarray, axis: int) -> list[tuple[np.ndarray, str]]:
+    """What a softmax normalising along the wrong axis returns on ``x``.
+
+    Args:
+        x: float array ``(...)`` with ``x.ndim >= 1``.
+        axis: int, the axis the softmax was asked to normalise over.
+
+    Returns:
+        list of ``(value, explanation)``: the softmax over every other axis, then the
+        sums without ``keepdims`` over any axis (``unkept_variants``), which broadcast
+        along a wrong one.
+    """
+    out = [(alt, "it normalised over another axis than the one asked for (is the `axis` "
+                 "argument used?)") for alt in _other_axes(x, axis)]
+    for a in range(x.ndim):
+        out += [(alt, _UNKEPT_WHY) for alt in unkept_variants(x, a)]
+    return out
+
+
+def _same_values(a, b, rtol=1e-6, atol=1e-12):
+    """Same shape, NaN and infinities at the same places, the finite entries close."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return False
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if not np.array_equal(fa, fb) or not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    if not np.array_equal(a[np.isinf(a)], b[np.isinf(b)]):
+        return False
+    return bool(np.allclose(a[fa], b[fb], rtol=rtol, atol=atol))
+
+
+_UNKEPT_WHY = ("a sum (or max) over an axis was taken without keepdims=True, so NumPy "
+               "broadcast it along the wrong axis: each entry was divided by the sum of "
+               "another slice (on square scores entry (i, j) by the sum of row j)")
+
+
+def _wrong_axis_fail(got, x, axis, what):
+    """``Fail('softmax-wrong-axis')`` if ``got`` is what a wrong-axis softmax returns on
+    ``x`` (``wrong_axis_variants``); else nothing."""
+    for alt, why in wrong_axis_variants(x, axis):
+        if _same_values(got, alt):
+            raise Fail("softmax-wrong-axis",
+                       f"{what} with scores of shape {x.shape} returned\n{fmt(got)}\n"
+                       f"(shape {np.shape(got)}), not normalised along axis {axis}; expected"
+                       f"\n{fmt(ref.softmax(x, axis=axis))}\nLikely cause: {why}.")
+
+
+def _square_probe(fn, x, axis, exc):
+    """After ``fn`` raised ``exc`` on ``x``: call it on square scores (every axis of one
+    length, where a reduction without keepdims still broadcasts) and name the mistake if
+    its answer there is what a wrong-axis softmax gives; else re-raise ``exc``."""
+    n = max(3, *x.shape) if x.ndim else 3
+    square = rng(99).normal(size=(n,) * max(x.ndim, 1)) * 2
+    axis_used = -1 if axis is None else axis
+    try:
+        got = np.asarray(call(fn, square) if axis is None else call(fn, square, axis=axis))
+    except (StudentTimeout, StubHit):
+        raise
+    except Exception:
+        raise exc from None
+    for alt, why in wrong_axis_variants(square, axis_used):
+        if _same_values(got, alt):
+            raise Fail("softmax-wrong-axis",
+                       f"softmax raised {type(exc).__name__} on scores of shape {x.shape} "
+                       f"({str(exc)[:120]}); on square scores of shape {square.shape} it runs "
+                       f"but does not normalise along axis {axis_used}. Likely cause: "
+                       f"{why}.") from None
+    raise exc
+
+
+@contextlib.contextmanager
+def _probing_crashes(fn, x, axis=None):
+    """Inside: an exception of the student's code on ``x`` goes through ``_square_probe``."""
+    try:
+        yield
+    except (StudentTimeout, StubHit, Fail):
+        raise
+    except Exception as exc:
+        _square_probe(fn, x, axis, exc)
+        raise
+
+
+def _softmax(fn, x, axis=None, what="softmax(scores)", values=True):
+    """The student's ``softmax(x)`` (or ``softmax(x, axis=axis)``) as an array.
+
+    A result that is what a softmax along a wrong axis gives (another axis, or a sum
+    without keepdims broadcast along one: ``wrong_axis_variants``), or a crash whose
+    cause that is (``_square_probe``), fails with ``softmax-wrong-axis`` here, so
+    that no check reports it as a shape, stability or crash problem. With ``values``
+    False (a check of shapes only) a result of ``x``'s shape is returned as it is.
+    """
+    try:
+        got = call(fn, x, axis=axis) if axis is not None else call(fn, x)
+    except (StudentTimeout, StubHit, Fail):
+        raise
+    except Exception as exc:
+        _square_probe(fn, x, axis, exc)
+        raise
+    got = as_array(got, what)
+    if got.shape != x.shape or values and not _same_values(
+            got, ref.softmax(x, axis=-1 if axis is None else axis)):
+        _wrong_axis_fail(got, x, -1 if axis is None else axis, what)
+    return got
+
+
 @check(NAME, "matches exp(s - max) / sum over the requested axis (random shapes and axes)")
 def matches_definition(fn):
     @S.SETTINGS
     @given(x=S.float_arrays(S.array_shapes(1, 3), np.float64, bound=30.0), data=st.data())
     def prop(x, data):
         axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
-        got = as_array(call(fn, x, axis=axis), "softmax(scores, axis)")
+        got = _softmax(fn, x, axis, "softmax(scores, axis)")
         expected = ref.softmax(x, axis=axis)
         expect_shape(got, x.shape, f"softmax(scores of shape {x.shape}, axis={axis})")
         if not allclose(got, expected, rtol=1e-6, atol=1e-12):
@@ -45,7 +187,7 @@ def matches_definition(fn):
 @check(NAME, "by default every row sums to 1 over the last axis (the keys)")
 def default_axis_is_last(fn):
     x = rng(1).normal(size=(2, 3, 4)) * 3  # T_q = 3 queries, T_k = 4 keys
-    got = as_array(call(fn, x), "softmax(scores)")
+    got = _softmax(fn, x)
     expect_shape(got, x.shape, "softmax(scores) of shape (2, 3, 4)")
     sums = got.sum(axis=-1)
     if not allclose(sums, np.ones_like(sums), rtol=1e-9, atol=1e-9):
@@ -66,7 +208,7 @@ def stable_at_large_scores(fn):
         np.array([[100.0, 99.0, 98.0], [1e4, 1e4, -50.0]], dtype=np.float32),
     ]
     for x in cases:
-        got = as_array(call(fn, x), "softmax(scores)")
+        got = _softmax(fn, x)
         expected = ref.softmax(x)
         # An exact softmax of inputs each rounded to the dtype's precision may differ by
         # about max|s| * eps: a log-sum-exp softmax in float32 is right within that.
@@ -90,7 +232,7 @@ def stable_at_large_scores(fn):
 @check(NAME, "entries of -inf get weight exactly 0")
 def minus_inf_gets_zero(fn):
     x = np.array([[0.5, -np.inf, 2.0, -np.inf], [-np.inf, 1.0, 1.0, 3.0]])
-    got = as_array(call(fn, x), "softmax(scores)")
+    got = _softmax(fn, x)
     expected = ref.softmax(x)
     expect_shape(got, x.shape, "softmax(scores) of shape (2, 4)")
     if not allclose(got, expected, rtol=1e-9, atol=0):
@@ -105,7 +247,7 @@ def empty_row_gives_zeros(fn):
     for x, axis in ((np.array([[-np.inf, -np.inf, -np.inf], [0.0, 1.0, 2.0]]), -1),
                     (np.full((2, 3), -np.inf, dtype=np.float32), -1),
                     (np.array([[-np.inf, 1.0], [-np.inf, 2.0]]), 0)):
-        got = as_array(call(fn, x, axis=axis), "softmax(scores, axis)")
+        got = _softmax(fn, x, axis, "softmax(scores, axis)")
         expected = ref.softmax(x, axis=axis)
         if got.shape != x.shape or not allclose(got, expected, rtol=1e-9, atol=0):
             empty = np.all(np.isneginf(x), axis=axis)  # the slices with nothing to attend to
@@ -128,18 +270,22 @@ def empty_row_gives_zeros(fn):
 
 @check(NAME, "float32 in, float32 out")
 def keeps_float32(fn):
-    dtype_check(fn, lambda dt: ((rng(2).normal(size=(3, 4)).astype(dt),), {}),
-                lambda out: [("the weights", out)], NAME)
+    x = rng(2).normal(size=(3, 4))
+    with _probing_crashes(fn, x):
+        dtype_check(fn, lambda dt: ((x.astype(dt),), {}), lambda out: [("the weights", out)],
+                    NAME)
 
 
 @check(NAME, "does not modify its argument")
 def no_mutation(fn):
-    mutation_check(fn, (rng(3).normal(size=(3, 5)) * 5,), {}, NAME, ["scores"])
+    x = rng(3).normal(size=(3, 5)) * 5
+    with _probing_crashes(fn, x):
+        mutation_check(fn, (x,), {}, NAME, ["scores"])
 
 
 @check(NAME, "output has the input's shape for any number of axes")
 def shape_any_rank(fn):
     for shape in ((5,), (1, 1), (2, 3, 4), (2, 1, 3, 2)):
         x = rng(4).normal(size=shape)
-        got = as_array(call(fn, x), "softmax(scores)")
+        got = _softmax(fn, x, values=False)
         expect_shape(got, shape, f"softmax(scores of shape {shape})")
