@@ -245,6 +245,14 @@ def test_bug_is_caught_with_its_fault(bug):
         f"{bug.id}: {bug.function} lost points ({result.score:g} / {result.max_score:g}) but "
         f"its failed checks name {result.faults}, not {bug.fault!r} ({bug.note}).\n"
         f"{failed_checks(result)}")
+    if bug.points is not None:
+        assert abs(result.score - bug.points) < 1e-9, (
+            f"{bug.id}: {bug.function} scored {result.score:g}, the entry expects "
+            f"{bug.points:g}.\n{failed_checks(result)}")
+    if bug.fault == "not-implemented" and bug.function not in build_namespace(
+            [bug.source], label=bug.id):
+        missing = [c for c in result.checks if bug.function not in c.message]
+        assert not missing, f"{bug.id}: messages that do not name {bug.function}: {missing}"
 
 
 MISNAMING_CANDIDATES = [

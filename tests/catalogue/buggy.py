@@ -33,6 +33,8 @@ class Bug:
         not_faults: tuple of str, fault ids the function's report must not contain (the
             bug does not do that), for entries where the graders have been seen to name one.
         not_faults_gap: str or None, why the graders currently report one of them.
+        points: float or None, the score ``function`` must get (its checks are fixed,
+            so a change of verdict on any of them shows), where the entry pins it.
     """
 
     id: str
@@ -44,6 +46,7 @@ class Bug:
     gap: str = None
     not_faults: tuple = ()
     not_faults_gap: str = None
+    points: float = None
 
 
 # Forward functions whose cache a backward is graded with: the graders run the student's
@@ -134,6 +137,39 @@ BUGS = [
         ''', "subtle: scales by sqrt(d_v); only visible when d_k != d_v"),
 
     # ------------------------------------------------------------------ unstable-softmax
+    Bug("mha-own-exp-normalise", "multi_head_attention", "unstable-softmax", '''
+        def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+            heads = [split_heads(X @ W, n_heads) for W in (W_Q, W_K, W_V)]
+            q, k, v = heads
+            logits = np.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(q.shape[-1])
+            if mask is not None:
+                allowed = np.asarray(mask, dtype=bool)
+                allowed = allowed[:, None] if allowed.ndim == 3 else allowed
+                logits = np.where(allowed, logits, -np.inf)
+            num = np.exp(logits)                         # normalised by hand, no shift
+            den = num.sum(axis=-1, keepdims=True)
+            att = np.divide(num, den, out=np.zeros_like(num), where=den != 0)
+            return merge_heads(att @ v) @ W_O, att
+        ''', "MHA normalises the scores itself with exp(S) / sum exp(S): overflows once "
+             "the scores pass ~709", points=8.75),
+    Bug("attnfwd-own-exp-normalise", "attention_forward", "unstable-softmax", '''
+        def attention_forward(x, params, n_heads, causal=True, scale=True):
+            B, T, d = x.shape
+            proj = {n: split_heads(x @ params["W_" + n] + params["b_" + n], n_heads)
+                    for n in "QKV"}
+            Q, K, V = proj["Q"], proj["K"], proj["V"]
+            factor = 1.0 / math.sqrt(d // n_heads) if scale else 1.0
+            S = factor * (Q @ K.transpose(0, 1, 3, 2))
+            w = np.exp(S)                                # no max subtracted
+            if causal:
+                w = w * causal_mask(T)                   # future weights zeroed before the sum
+            P = w / w.sum(axis=-1, keepdims=True)
+            O = merge_heads(P @ V)
+            cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
+                     "n_heads": n_heads, "params": params}
+            return O @ params["W_O"] + params["b_O"], cache
+        ''', "attention_forward with an inline exp(S) / sum exp(S): inf / inf on large scores",
+        points=7 * 7 / 8),
     Bug("softmax-no-max-subtraction", "softmax", "unstable-softmax", '''
         def softmax(scores, axis=-1):
             e = np.exp(scores)                           # overflows above ~709
@@ -172,6 +208,25 @@ BUGS = [
         ''', "SDPA with an inline softmax that does not subtract the row maximum"),
 
     # ------------------------------------------------------------------ softmax-wrong-axis
+    Bug("softmax-sum-without-keepdims", "softmax", "softmax-wrong-axis", '''
+        def softmax(scores, axis=-1):
+            z = scores - np.max(scores, axis=axis, keepdims=True)
+            z = np.where(np.isnan(z), -np.inf, z)
+            ez = np.exp(z)
+            return ez / np.sum(ez, axis=axis)            # keepdims forgotten
+        ''', "the sum loses the reduced axis and broadcasts along another one: crashes on "
+             "most shapes, divides by the wrong slice's sum on square ones",
+        not_faults=("crash", "unstable-softmax", "wrong-shape", "other"), points=0.0),
+    Bug("softmax-torch-dim1", "softmax", "softmax-wrong-axis", '''
+        def softmax(scores, axis=-1):
+            # translated from F.softmax(logits, dim=1), (batch, classes) logits
+            top = scores.max(1, keepdims=True)
+            ex = np.exp(scores - np.where(np.isneginf(top), 0.0, top))
+            total = ex.sum(1, keepdims=True)
+            return np.divide(ex, total, out=np.zeros_like(ex), where=total > 0)
+        ''', "a PyTorch classifier's dim=1 kept: normalises axis 1 whatever is asked "
+             "(right only for 2-D scores and the default axis; on 1-D scores it raises "
+             "AxisError, an honest crash)", not_faults=("other",), points=5.0),
     Bug("softmax-ignores-axis", "softmax", "softmax-wrong-axis", '''
         def softmax(scores, axis=-1):
             scores = np.asarray(scores, dtype=float) if not np.issubdtype(
@@ -270,6 +325,12 @@ BUGS = [
         not_faults=("nan-on-empty-row",)),
 
     # ------------------------------------------------------------------ mask-inverted
+    Bug("combine-with-or", "combine_masks", "mask-inverted", '''
+        def combine_masks(causal, padding):
+            # allowed if the causal mask OR the padding allows it
+            return np.logical_or(causal[None, :, :], padding[:, None, :])
+        ''', "OR is the rule for True = blocked masks; with True = may attend it lets "
+             "padded keys and the future in", not_faults=("other",), points=2.0),
     Bug("sdpa-mask-inverted", "scaled_dot_product_attention", "mask-inverted", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2)
@@ -324,6 +385,12 @@ BUGS = [
         also=_ATTN_CACHE),
 
     # ------------------------------------------------------------------ padding-ignored
+    Bug("padding-mask-off-by-one", "padding_mask", "padding-ignored", '''
+        def padding_mask(lengths, T):
+            positions = np.arange(T)
+            return positions[np.newaxis, :] <= np.asarray(lengths)[:, np.newaxis]
+        ''', "t <= lengths[b]: the first padded position counts as a real token",
+        not_faults=("other",), points=2.0),
     Bug("sdpa-ignores-mask", "scaled_dot_product_attention", "padding-ignored", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2)
@@ -347,6 +414,41 @@ BUGS = [
         ''', "the mask is not passed on to the attention"),
 
     # ------------------------------------------------------------------ nan-on-empty-row
+    Bug("mha-minus-inf-textbook-softmax", "multi_head_attention", "nan-on-empty-row", '''
+        def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+            Q, K, V = (split_heads(X @ W, n_heads) for W in (W_Q, W_K, W_V))
+            S = Q @ K.swapaxes(-1, -2) / math.sqrt(Q.shape[-1])
+            if mask is not None:
+                m = np.asarray(mask, dtype=bool)
+                S = np.where(m[:, None] if m.ndim == 3 else m, S, -np.inf)
+            S = S - S.max(axis=-1, keepdims=True)        # all -inf row: -inf - -inf = nan
+            P = np.exp(S)
+            P = P / P.sum(axis=-1, keepdims=True)
+            return merge_heads(P @ V) @ W_O, P
+        ''', "MHA with its own stable softmax but no empty-row rule: a query with every key "
+             "masked gets NaN", points=8.75),
+    Bug("mha-fill-minus-1e9", "multi_head_attention", "nan-on-empty-row", '''
+        def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+            Q = split_heads(X @ W_Q, n_heads)
+            K = split_heads(X @ W_K, n_heads)
+            V = split_heads(X @ W_V, n_heads)
+            S = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+            if mask is not None:
+                mask = np.asarray(mask, dtype=bool)
+                if mask.ndim == 3:
+                    mask = np.expand_dims(mask, 1)
+                S = np.where(mask, S, -1e9)              # "big negative" instead of -inf
+            P = softmax(S, axis=-1)
+            return merge_heads(P @ V) @ W_O, P
+        ''', "-1e9 fill inside MHA: a query with no key gets uniform weights, not zeros",
+        points=8.75),
+    Bug("combine-reopens-empty-rows", "combine_masks", "nan-on-empty-row", '''
+        def combine_masks(causal, padding):
+            m = np.logical_and(causal[np.newaxis], padding[:, np.newaxis])
+            empty = ~m.any(axis=-1, keepdims=True)       # "a row with no key gives NaN"
+            return m | empty                             # so let it attend everywhere
+        ''', "combine_masks opens every key to a query that has none: the contract keeps "
+             "the row all False (attention gives it zeros)", points=3.0),
     Bug("softmax-nan-on-empty-row", "softmax", "nan-on-empty-row", '''
         def softmax(scores, axis=-1):
             shifted = scores - np.max(scores, axis=axis, keepdims=True)  # -inf - -inf = nan
@@ -681,6 +783,36 @@ BUGS = [
         ''', "dxhat = dy instead of dy * gamma"),
 
     # ------------------------------------------------------------------ param-grad-axes
+    Bug("lnbwd-params-averaged", "layer_norm_backward", "param-grad-axes", '''
+        def layer_norm_backward(dy, cache):
+            xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
+            g = dy * gamma
+            dx = inv * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+            tokens = tuple(range(dy.ndim - 1))
+            return dx, (dy * xhat).mean(axis=tokens), dy.mean(axis=tokens)   # mean, not sum
+        ''', "dgamma and dbeta averaged over the tokens instead of summed",
+        not_faults=("weight-grad-wrong",), points=6.0),
+    Bug("attnbwd-bias-grads-averaged", "attention_backward", "param-grad-axes", '''
+        def attention_backward(dy, cache):
+            x, Q, K, V, P, O = (cache[k] for k in ("x", "Q", "K", "V", "P", "O"))
+            params, h, factor = cache["params"], cache["n_heads"], cache["factor"]
+            d = x.shape[-1]
+            flat_x, flat_dy = x.reshape(-1, d), dy.reshape(-1, d)
+            grads = {"W_O": O.reshape(-1, d).T @ flat_dy, "b_O": flat_dy.mean(axis=0)}
+            dO = split_heads(dy @ params["W_O"].T, h)
+            dP = dO @ np.swapaxes(V, -1, -2)
+            dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True)) * factor
+            parts = {"Q": dS @ K, "K": np.swapaxes(dS, -1, -2) @ Q,
+                     "V": np.swapaxes(P, -1, -2) @ dO}
+            dx = np.zeros(x.shape, dtype=np.result_type(dy, x))
+            for name, dH in parts.items():
+                dZ = merge_heads(dH).reshape(-1, d)
+                grads["W_" + name] = flat_x.T @ dZ
+                grads["b_" + name] = dZ.mean(axis=0)     # averaged over B * T tokens
+                dx = dx + (dZ @ params["W_" + name].T).reshape(x.shape)
+            return dx, grads
+        ''', "every bias gradient averaged over the tokens instead of summed",
+        not_faults=("weight-grad-wrong",), points=10 * 3 / 7),
     Bug("lnbwd-dgamma-axis0-for-4d", "layer_norm_backward", "param-grad-axes", '''
         def layer_norm_backward(dy, cache):
             xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
@@ -1020,6 +1152,15 @@ BUGS = [
         ''', "subtle: loops over pairs; for odd d the last column stays 0"),
 
     # ------------------------------------------------------------------ not-implemented
+    Bug("softmax-renamed", "softmax", "not-implemented", '''
+        def soft_max(scores, axis=-1):
+            shifted = scores - np.max(scores, axis=axis, keepdims=True)
+            e = np.exp(np.nan_to_num(shifted, nan=-np.inf))
+            s = e.sum(axis=axis, keepdims=True)
+            return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+        del softmax                                      # the graded name is gone
+        ''', "right code under another name: softmax is missing", points=0.0),
     Bug("softmax-stub", "softmax", "not-implemented", '''
         def softmax(scores, axis=-1):
             """Numerically stable softmax along one axis."""
