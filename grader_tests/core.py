@@ -9,11 +9,12 @@ student's own exception (``not-implemented``, ``crash``) or a time-out (``timeou
 A function's score is ``points * passed / total`` over its checks (partial credit), and
 a bug in one function costs only that function's points: when a graded function calls
 other graded functions (``scaled_dot_product_attention`` calls ``softmax``), the runner
-re-binds those names to the reference implementations (``isolate``). The function under
-test is known by the graded name it is graded as, never by its ``__name__``, and the
-references standing in for the others call it back where they use that name
-(``callees``): a function that hands its own work to another graded function, or to
-itself under another name, is never answered by its own reference.
+re-binds those names to the reference implementations (``isolate``), but only the ones
+the contract builds it from (``CALLEES``): any other graded name it reaches stays the
+student's own. The function under test is known by the graded name it is graded as,
+never by its ``__name__``, and the references standing in for the others call it back
+where they use that name (``callees``): a function that hands its own work to another
+graded function, or to itself under another name, is never answered by a reference.
 """
 
 import contextlib
