@@ -39,7 +39,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from multiprocessing.connection import Connection
@@ -189,16 +188,10 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
 
 def _serve(fd):
     """Main of the grading process: answer requests on socket ``fd`` until it closes."""
-    from grader_tests.batch import _grade_job
+    from grader_tests.batch import _grade_job, die_with_parent
 
-    parent = os.getppid()
-
-    def watch_parent():  # the Dask worker died: take the sandbox down with this process
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
+    die_with_parent()  # the Dask worker gone, this process and its jail go too (the kernel's
+    # parent-death signal, not a thread that watches)
     conn = Connection(fd)
     while True:
         try:
