@@ -14,8 +14,10 @@ call, after which the worker is restarted.
 """
 
 import os
+import select
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,8 @@ WORKER = os.path.join(HERE, "_worker.py")
 # Largest message the grader accepts from the student's process (bytes): a bigger one ends
 # that process like any other misbehaviour, before it can fill the grader's memory.
 MAX_MESSAGE_BYTES = 64 * 2**20
+# Seconds a message may take when no call's deadline applies.
+BACKSTOP_SECONDS = 600.0
 # The worker and the modules it imports: the only code of the kit inside the jail.
 WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
 EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
@@ -184,19 +188,70 @@ class Sandbox:
     def _dumps(self, message):
         return wire.dumps(message, callable_of=self._callable_of)
 
-    def _receive(self, deadline):
+    def _wait(self, deadline, write=False):
+        """Wait until the socket can be read (or written); ``StudentTimeout`` past
+        ``deadline`` (``BACKSTOP_SECONDS`` from now when None), ``WorkerDied`` if the
+        process ended."""
+        fd = self.conn.fileno()
+        end = deadline if deadline is not None else time.monotonic() + BACKSTOP_SECONDS
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
                 raise StudentTimeout()
-            try:
-                if self.conn.poll(0.05 if remaining is None else min(remaining, 0.05)):
-                    return wire.loads(self.conn.recv_bytes(MAX_MESSAGE_BYTES),
-                                      resolve=self._resolve)
-            except (EOFError, OSError, ConnectionError):
-                raise WorkerDied() from None
+            ready = select.select([] if write else [fd], [fd] if write else [], [],
+                                  min(remaining, 0.05))
+            if ready[0] or ready[1]:
+                return fd
             if self.proc.poll() is not None:
                 raise WorkerDied()
+
+    def _read(self, size, deadline):
+        """Exactly ``size`` bytes from the worker, within ``deadline``: a message announced
+        and never finished is a time-out of the call, never a grader that waits forever."""
+        chunks, got = [], 0
+        while got < size:
+            fd = self._wait(deadline)
+            try:
+                data = os.read(fd, min(size - got, 1 << 20))
+            except OSError:
+                raise WorkerDied() from None
+            if not data:
+                raise WorkerDied()
+            chunks.append(data)
+            got += len(data)
+        return b"".join(chunks)
+
+    def _receive(self, deadline):
+        """One message from the worker (``multiprocessing.connection``'s framing: a 4-byte
+        big-endian length, or -1 and an 8-byte one), at most ``MAX_MESSAGE_BYTES``;
+        anything else ends the worker (``WorkerDied``)."""
+        (size,) = struct.unpack("!i", self._read(4, deadline))
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._read(8, deadline))
+        if not 0 <= size <= MAX_MESSAGE_BYTES:
+            raise WorkerDied()
+        body = self._read(size, deadline)
+        try:
+            return wire.loads(body, resolve=self._resolve)
+        except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError):
+            raise WorkerDied() from None  # garbage on the wire
+
+    def _send(self, message):
+        """Send ``message`` to the worker within the current call's deadline (a worker
+        that stops reading cannot hold the grader)."""
+        data = self._dumps(message)
+        header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else \
+            struct.pack("!i", -1) + struct.pack("!Q", len(data))
+        view = memoryview(header + data)
+        while view:
+            fd = self._wait(self.deadline, write=True)
+            try:
+                sent = os.write(fd, view)
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise WorkerDied() from None
+            view = view[sent:]
 
     def _request(self, message, time_limit=None):
         """Send ``message``, answer the worker's callbacks until its reply comes; a request
@@ -206,7 +261,7 @@ class Sandbox:
             time.monotonic() + time_limit
         self.deadline = deadline
         try:
-            self.conn.send_bytes(self._dumps(message))
+            self._send(message)
             while True:
                 reply = self._receive(deadline)
                 if reply.get("op") != "callback":
@@ -228,18 +283,17 @@ class Sandbox:
         if fn is None or not isinstance(args, list) or not isinstance(kwargs, dict):
             if len(self.refused) < 20:
                 self.refused.append(name[:80])
-            self.conn.send_bytes(self._dumps({"op": "callback-error", "type": "RuntimeError",
-                                              "message": "not available"}))
+            self._send({"op": "callback-error", "type": "RuntimeError",
+                        "message": "not available"})
             return
         try:
             value = fn(*args, **kwargs)
-            self.conn.send_bytes(self._dumps({"op": "callback-result", "value": value}))
+            self._send({"op": "callback-result", "value": value})
         except (StudentTimeout, WorkerDied):
             raise
         except Exception as exc:
-            self.conn.send_bytes(self._dumps({"op": "callback-error",
-                                              "type": type(exc).__name__,
-                                              "message": str(exc)}))
+            self._send({"op": "callback-error", "type": type(exc).__name__,
+                        "message": str(exc)})
 
     def call(self, name, args, kwargs, time_limit=CHECK_TIME_LIMIT):
         """Call the submission's ``name``; return ``(result, args_after, kwargs_after)``.

@@ -348,3 +348,27 @@ def test_the_graders_machinery_does_no_students_work(case, mode):
     for name in names:
         assert results[name].score == 0, (case, name, [
             (c.name, c.fault) for c in results[name].checks if c.passed])
+
+
+@pytest.mark.parametrize("case", ["announces a message and never sends it",
+                                  "announces a message of gigabytes"])
+def test_the_framing_of_the_socket_cannot_hold_or_flood_the_grader(case, tmp_path):
+    """The grader reads the worker's messages within the call's deadline and at most
+    MAX_MESSAGE_BYTES of them: the function loses its points, the grading ends in
+    seconds, the submission is flagged, and the grader's memory stays small."""
+    import resource
+
+    from grader_tests.sandbox import MAX_MESSAGE_BYTES
+    from tests.catalogue.attacks import FRAMING_ATTACKS
+
+    path = tmp_path / "attention.py"
+    path.write_text(REFERENCE_SOURCE + "\n" + textwrap.dedent(FRAMING_ATTACKS[case]))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.monotonic()
+    results, _, flags = grade_isolated(str(path), names=["softmax", "causal_mask"])
+    assert time.monotonic() - started < 120
+    assert results["softmax"].score < results["softmax"].max_score
+    assert results["causal_mask"].score == results["causal_mask"].max_score
+    assert any("raw file descriptor" in f for f in flags), flags
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    assert grown < 2 * MAX_MESSAGE_BYTES + 256 * 2**20, grown

@@ -196,3 +196,25 @@ CHANNEL_ATTACK = '''
             return reply["value"]
         return scores
 '''
+
+# Attacks on the framing of the worker's socket: a message announced and never finished
+# (the grader must not wait forever), and a message announced far larger than any answer
+# (the grader must not read it into memory).
+FRAMING_ATTACKS = {
+    "announces a message and never sends it": '''
+        import os, sys
+        def softmax(scores, axis=-1):
+            os.write(int(sys.argv[1]), (1 << 20).to_bytes(4, "big") + b'{"op')
+            return scores
+    ''',
+    "announces a message of gigabytes": '''
+        import os, sys
+        def softmax(scores, axis=-1):
+            fd = int(sys.argv[1])
+            os.write(fd, (0x7FFFFFFF).to_bytes(4, "big"))
+            chunk = b" " * (1 << 24)
+            for _ in range(200):
+                os.write(fd, chunk)
+            return scores
+    ''',
+}
