@@ -225,7 +225,11 @@ class TrustedGrades(NbGraderPreprocessor):
             name = f"{resources.get('unique_key') or 'submission'}.ipynb"
             path = os.path.join(folder, os.path.basename(name))
             nbformat.write(nb, path)
-            assignment = assignment_of(path)
+            # The assignment nbgrader is grading, never what the notebook says it is (a
+            # training notebook without its gate cell is still graded as training).
+            assignment = resources.get("nbgrader", {}).get("assignment") or assignment_of(path)
+            if assignment not in ("attention", "training"):
+                assignment = assignment_of(path)
             started = time.perf_counter()
             jailed = jail.use_jail(jail.allowed_by_config(self.config))
             results, cell_errors, flags = grade_isolated(path, assignment=assignment,
@@ -241,6 +245,12 @@ class TrustedGrades(NbGraderPreprocessor):
             graded = cell.metadata["nbgrader"]["grade_id"][: -len(HIDDEN_SUFFIX)]
             result = results.get(graded)
             if result is None or graded not in points:
+                # A hidden cell the grader has no result for earns nothing (nbgrader would
+                # give a cell with no output full marks).
+                cell.outputs = [nbformat.v4.new_output(
+                    "error", ename="NotGraded", evalue=graded,
+                    traceback=[f"{graded} is not a graded name of assignment {assignment}: "
+                               f"this cell earns no points"])]
                 continue
             report = format_result(result)
             if flags:

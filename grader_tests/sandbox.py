@@ -314,12 +314,16 @@ class Sandbox:
     def _call(self, message, time_limit):
         if self.conn is None:
             self.restart()
+        outermost = self.deadline is None
         try:
             reply = self._request(message, time_limit)
         except (StudentTimeout, WorkerDied):
-            if self.deadline is None:  # the outermost call restarts; nested ones re-raise
+            if outermost:  # the outermost call restarts; nested ones re-raise
                 self.restart()
             raise
+        finally:
+            if outermost:  # what the grader offered was for this call only: a function
+                self.callables.clear()  # kept by the student answers nothing later
         if reply["op"] == "raised":
             types = reply["types"]
             message = reply["message"]

@@ -372,3 +372,41 @@ def test_the_framing_of_the_socket_cannot_hold_or_flood_the_grader(case, tmp_pat
     assert any("raw file descriptor" in f for f in flags), flags
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     assert grown < 2 * MAX_MESSAGE_BYTES + 256 * 2**20, grown
+
+
+def test_autograde_grades_the_assignment_nbgrader_grades_whatever_the_notebook_says():
+    """A training notebook with its gate cell deleted is still graded as training by
+    nbgrader's autograde (the assignment comes from nbgrader, not from the notebook), and
+    a hidden cell the grader has no result for earns nothing."""
+    from nbgrader.utils import determine_grade
+
+    from grader_tests.autograde import TrustedGrades
+
+    nb = nbformat.read(os.path.join(ROOT, "release", "training", "training.ipynb"), 4)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "gate"]
+    for cell in nb.cells:  # nbgrader's own step puts the hidden cells back before grading
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and meta.get("grade_id", "").endswith("_hidden_checks"):
+            cell.outputs = []
+    hidden = [c for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id", "").endswith("_hidden_checks")]
+    assert hidden
+    resources = {"nbgrader": {"assignment": "training"}, "unique_key": "training"}
+    nb, resources = TrustedGrades().preprocess(nb, resources)
+    assert resources["attention_kit"]["assignment"] == "training"
+    for cell in hidden:
+        assert determine_grade(cell)[0] == 0, cell.metadata["nbgrader"]["grade_id"]
+
+
+def test_what_the_grader_offers_one_function_answers_nothing_for_another(tmp_path):
+    """Training functions that keep the ``ops`` handed to one graded function, hoping to
+    hand their work to the reference inside it, get nothing: the ops handed to a student's
+    function never hold a graded function's reference, and what the grader offered for
+    one call answers nothing afterwards (flagged)."""
+    from tests.catalogue.attacks import OPS_PASSTHROUGH
+
+    path = tmp_path / "training.py"
+    path.write_text(textwrap.dedent(OPS_PASSTHROUGH))
+    results, _, flags = grade_isolated(str(path), assignment="training")
+    for name in ("block_backward", "greedy_generate", "adam_step", "answer_accuracy"):
+        assert results[name].score == 0, (name, results[name].score)

@@ -23,9 +23,32 @@ def tiny_config(pre_ln=True, positions=True, scale=True):
                            pre_ln=pre_ln, positions=positions, scale=scale)
 
 
+# The graded names of `training` (not imported from the package, which imports the checks).
+GRADED = ("make_batch", "masked_cross_entropy", "block_backward", "adam_step",
+          "greedy_generate", "answer_accuracy", "model_param_count")
+
+
+def _withheld(name):
+    def withheld(*args, **kwargs):
+        raise RuntimeError(f"ops.{name} is not available to a graded function: {name} is "
+                           f"graded itself; write it in your own code")
+    withheld.__name__ = name
+    return withheld
+
+
 def reference_ops(**overrides):
-    """The reference of both assignments as an ``ops`` namespace, with overrides."""
+    """The reference of both assignments as an ``ops`` namespace, with overrides (for the
+    graders' own calls of the reference)."""
     return ref.reference_ops(**overrides)
+
+
+def student_ops(**overrides):
+    """The ``ops`` a check hands a student's function: the reference's building blocks,
+    with the graded functions of `training` withheld (calling one raises RuntimeError)
+    unless an override puts one in: never the reference of a function being graded."""
+    withheld = {name: _withheld(name) for name in GRADED}
+    withheld.update(overrides)
+    return ref.reference_ops(**withheld)
 
 
 def tiny_problem(seed, pre_ln=True, task="sort", batch_size=3, dtype=np.float64):

@@ -20,6 +20,7 @@ from ..core import Fail, call, check
 from ._fixtures import (
     largest,
     reference_ops,
+    student_ops,
     sample_indices,
     sampled_gradient,
     tiny_problem,
@@ -45,7 +46,7 @@ def _placement(pre_ln):
 
 def _student_grads(fn, dy, cache, what):
     """Call the student's backward; check the returned structure and shapes."""
-    dx, grads = unpack(call(fn, dy, cache, reference_ops()), 2, what)
+    dx, grads = unpack(call(fn, dy, cache, student_ops()), 2, what)
     dx = as_array(dx, f"{what}: dx")
     if not isinstance(grads, dict):
         raise Fail("wrong-shape", f"{what}: grads should be a dict keyed like the block's "
@@ -178,7 +179,7 @@ def _model_check(fn, pre_ln, seed):
     def student_backward(dy, cache, _ops):
         return _student_grads(fn, dy, cache, what)
 
-    student_ops = reference_ops(block_backward=student_backward)
+    wired_ops = reference_ops(block_backward=student_backward)
 
     def loss(p):  # the sum over the answer positions: gradients of order 1
         logits, _ = ref.model_forward(p, inputs, config, ops)
@@ -186,7 +187,7 @@ def _model_check(fn, pre_ln, seed):
 
     logits, cache = ref.model_forward(params, inputs, config, ops)
     _, dlogits = ref.masked_cross_entropy(logits, targets, mask)
-    grads = student_ops.model_backward(n_answers * dlogits, cache, student_ops)
+    grads = wired_ops.model_backward(n_answers * dlogits, cache, wired_ops)
     expected = ref.model_backward(n_answers * dlogits, cache, ops)
     names = list(params)
     for n, name in reversed(list(enumerate(names))):   # backward order: output first
@@ -264,7 +265,7 @@ def block_no_mutation(fn):
     x = np.random.default_rng(351).standard_normal((2, 4, config.d))
     _, cache = ref.block_forward(x, block, config.n_heads, reference_ops(), pre_ln=False)
     dy = np.random.default_rng(352).standard_normal(x.shape)
-    _, modified = call_watching_inputs(fn, dy, cache, reference_ops())
+    _, modified = call_watching_inputs(fn, dy, cache, student_ops())
     modified = [m for m in modified if m != "argument 3"]   # ops: a namespace of functions
     if modified:
         names = {"argument 1": "dy", "argument 2": "the cache"}

@@ -8,7 +8,7 @@ from solutions import training as ref
 
 from ..checks._util import allclose, as_array, expect_shape, fmt, mutation_check, unpack
 from ..core import Fail, call, check
-from ._fixtures import TINY_L, reference_ops, tiny_config
+from ._fixtures import TINY_L, reference_ops, student_ops, tiny_config
 
 GEN, ACC = "greedy_generate", "answer_accuracy"
 
@@ -22,7 +22,7 @@ def _model(seed, **config):
 
 
 def _generate(fn, params, prompts, n_new, cfg, what):
-    tokens, logits = unpack(call(fn, params, prompts, n_new, cfg, reference_ops()), 2, what)
+    tokens, logits = unpack(call(fn, params, prompts, n_new, cfg, student_ops()), 2, what)
     tokens, logits = as_array(tokens, f"{what}: tokens"), as_array(logits, f"{what}: logits")
     expect_shape(tokens, (prompts.shape[0], n_new), f"{what}: tokens")
     expect_shape(logits, (prompts.shape[0], n_new, cfg.vocab_size), f"{what}: logits")
@@ -85,7 +85,7 @@ def generate_variants(fn):
 @check(GEN, "does not modify the prompts or the parameters")
 def generate_no_mutation(fn):
     cfg, params, prompts = _model(440)
-    mutation_check(fn, (params, prompts, 2, cfg, reference_ops()), {}, GEN,
+    mutation_check(fn, (params, prompts, 2, cfg, student_ops()), {}, GEN,
                    ["params", "prompts", "n_new", "config", "ops"])
 
 

@@ -218,3 +218,19 @@ FRAMING_ATTACKS = {
             return scores
     ''',
 }
+
+# Training functions that keep the ``ops`` the grader hands block_backward and
+# greedy_generate and hand their work (and the later functions') to the reference in it.
+OPS_PASSTHROUGH = '''
+    _saved = {}
+    def block_backward(dy, cache, ops):
+        _saved["ops"] = ops
+        return ops.block_backward(dy, cache, ops)
+    def greedy_generate(params, prompts, n_new, config, ops):
+        _saved["ops"] = ops
+        return ops.greedy_generate(params, prompts, n_new, config, ops)
+    def adam_step(params, grads, state, **hyper):
+        return _saved["ops"].adam_step(params, grads, state, **hyper)
+    def answer_accuracy(generated, expected):
+        return _saved["ops"].answer_accuracy(generated, expected)
+'''
