@@ -158,6 +158,11 @@ def jump(results):
         finite = np.isfinite(a0) & np.isfinite(a1) & np.isfinite(a2)
         if not (np.array_equal(finite, np.isfinite(a0)) and np.array_equal(
                 np.isfinite(a0), np.isfinite(a1))):
+            if np.isfinite(a0).all() and a0.size:
+                # finite everywhere on the graders' input, NaN or infinite a hair away:
+                # no computation of the contract does that (the probe asks it of two
+                # step sizes before it says so)
+                return math.inf, f"{path} became NaN or infinite when the input moved"
             return None  # undefined here (a division by a zero variance, say): no verdict
         if not finite.any():
             continue
@@ -206,8 +211,6 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
             try:
                 results = [base, at(unit), at(2 * unit)]
             except Exception as exc:
-                if _out_of_resources(exc):  # the machine said no, not the mathematics
-                    return None
                 return (f"it returned on one of the graders' inputs but raised "
                         f"{type(exc).__name__} when that input was moved by a relative 1e-5 or "
                         f"less: its answers follow the exact input "
@@ -223,10 +226,3 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
                     f"exact input (a lookup of stored answers?), not a computation")
     return None
 
-
-def _out_of_resources(exc: BaseException) -> bool:
-    """True when a call failed for lack of memory, processes or a living process (the
-    student's process died, ran out of memory, could not start a thread): no verdict on
-    whether the answers follow the input can rest on it."""
-    kinds = {type(exc).__name__, str(getattr(exc, "type_name", ""))}
-    return bool(kinds & {"WorkerDied", "MemoryError", "BlockingIOError", "RecursionError"})

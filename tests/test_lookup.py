@@ -55,6 +55,21 @@ CHEATS = {
             scores = args[0]
             return np.exp(scores) / np.exp(scores).sum()     # wrong: one sum over everything
     ''',
+    # Misses answered with NaN, or refused with an error that looks like the machine's.
+    "softmax:nan": '''
+        def softmax(*args, **kwargs):
+            answer = _ANSWERS.get(_key(args, kwargs))
+            if answer is not None:
+                return __import__("copy").deepcopy(answer)
+            return np.full(np.shape(args[0]), np.nan)
+    ''',
+    "softmax:memoryerror": '''
+        def softmax(*args, **kwargs):
+            answer = _ANSWERS.get(_key(args, kwargs))
+            if answer is not None:
+                return __import__("copy").deepcopy(answer)
+            raise MemoryError()
+    ''',
     "layer_norm_backward": '''
         def layer_norm_backward(*args, **kwargs):
             answer = _ANSWERS.get(_key(args, kwargs))
@@ -118,12 +133,13 @@ def grade(source, name, mode, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["in-process", "isolated"])
-@pytest.mark.parametrize("name", sorted(CHEATS))
-def test_answers_looked_up_by_input_score_zero_and_are_flagged(name, mode, tmp_path,
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_answers_looked_up_by_input_score_zero_and_are_flagged(cheat, mode, tmp_path,
                                                                 monkeypatch):
+    name = cheat.split(":")[0]
     table = tmp_path / "answers.pkl"
     record_answers(name, table)
-    source = cheat_source(name, table)
+    source = cheat_source(cheat, table)
 
     # Without the nudged calls the table answers every check: full marks, unearned.
     with monkeypatch.context() as m:
@@ -135,7 +151,9 @@ def test_answers_looked_up_by_input_score_zero_and_are_flagged(name, mode, tmp_p
     assert result.score == 0
     assert set(result.faults) == {"tampering"}, result.faults
     message = result.checks[0].message
-    assert "lookup of stored answers" in message and "changed its answer abruptly" in message
+    assert "lookup of stored answers" in message, message
+    if ":" not in cheat:
+        assert "changed its answer abruptly" in message, message
     if mode == "isolated":
         assert any(f.startswith(f"{name}:") and "lookup" in f for f in flags), flags
 
