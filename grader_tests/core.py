@@ -717,6 +717,18 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT, points=None):
     if looked_up:
         return _all_failed(name, registered, "tampering", f"{name}: {looked_up}.",
                            max_score, started)
+    if recorded and not timed_out and any(r.passed for r in results) and \
+            name in SPEC_FUNCTIONS and not all(r.passed for r in results):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                constant = lookup.ignores_its_input(target, recorded, _invoke,
+                                                    getattr(reference, name))
+        except (StudentTimeout, StubHit, Fail):
+            constant = None
+        if constant:
+            return _all_failed(name, registered, "not-implemented", f"{name}: {constant}.",
+                               max_score, started)
     passed = sum(r.passed for r in results)
     score = max_score * passed / len(results) if results else 0.0
     return FunctionResult(name, score, max_score, results, time.perf_counter() - started)

@@ -46,8 +46,14 @@ FORBIDDEN_ATTRIBUTES = {
     ("os", "getppid"): "looks for its parent process",
 }
 # File names of the kit and of credentials, in string constants.
-KIT_PATH = re.compile(r"(^|[/\\])(solutions|grader_tests|submitted|autograded)([/\\.]|$)"
+# (A bare word such as "solutions" or "submitted" is no path: only a path that names one
+# of the kit's folders is evidence.)
+KIT_PATH = re.compile(r"(^|[/\\])(solutions|grader_tests|submitted|autograded)[/\\]"
+                      r"|[/\\](solutions|grader_tests|submitted|autograded)($|\.)"
                       r"|gradebook\.db|nbgrader_config|\.pgpass|/etc/shadow|/proc/\d|\.git/")
+# Methods through which code changes, rather than reads, ``os.environ`` or ``sys.path``
+# (setting OMP_NUM_THREADS, putting one's own folder on the path: no evidence).
+WRITES = ("append", "insert", "extend", "setdefault", "update", "pop", "remove", "clear")
 
 
 def _sources(path: str) -> list[tuple[str, str]]:
@@ -101,6 +107,12 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
         return []
     found = []
     skip = _docstrings(tree)
+    written = set()  # os.environ / sys.path nodes that are only written to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            written.add(id(node.value))
+        if isinstance(node, ast.Attribute) and node.attr in WRITES:
+            written.add(id(node.value))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             mods = [a.name for a in node.names]
@@ -117,7 +129,8 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
         if isinstance(node, ast.Attribute):
             chain = _chain(node)
             for key, what in FORBIDDEN_ATTRIBUTES.items():
-                if chain[:2] == key:
+                if chain == key and not (key in (("os", "environ"), ("sys", "path"))
+                                         and id(node) in written):
                     found.append(what)
             if chain and chain[0] in ("builtins", "__builtins__") and \
                     isinstance(node.ctx, (ast.Store, ast.Del)):

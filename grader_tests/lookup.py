@@ -32,6 +32,7 @@ relative ``1e-8`` in float64, ``1e-5`` in float32) keeps the key, and a fallback
 itself right to within the tolerance, which earns its points honestly anyway.
 """
 
+import copy
 import math
 import re
 
@@ -226,3 +227,43 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
                     f"exact input (a lookup of stored answers?), not a computation")
     return None
 
+
+
+def ignores_its_input(fn, recorded, invoke, reference, calls=12):
+    """Whether ``fn`` computes nothing from its input: on every recorded call of the
+    graders, each float array it returns holds one value repeated (zeros, a constant),
+    while the contract's answer to at least one of those calls does not. Such a function
+    would otherwise earn the points of its shape, dtype and side-effect checks. A function
+    that varies its answer anywhere, however wrongly, is left to the other checks.
+
+    Args:
+        fn: the student's function as graded.
+        recorded: ``(args, kwargs)`` of the graders' calls (as for ``probe``).
+        invoke: ``core._invoke``.
+        reference: the reference function of the same graded name.
+        calls: how many recorded calls to look at.
+
+    Returns:
+        str (what was seen) or None.
+    """
+    seen, varied = 0, False
+    for args, kwargs in recorded[:calls]:
+        try:
+            mine = invoke(fn, copy.deepcopy(list(args)), copy.deepcopy(dict(kwargs)))
+            theirs = reference(*copy.deepcopy(list(args)), **copy.deepcopy(dict(kwargs)))
+        except Exception:
+            continue
+        mine_leaves, _ = _leaves(mine)
+        if not mine_leaves:
+            return None
+        if any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
+               for _, a in mine_leaves):
+            return None  # it answers with values that vary: it computes something
+        seen += 1
+        varied = varied or any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
+                               for _, a in _leaves(theirs)[0])
+    if seen >= 2 and varied:
+        return (f"on {seen} of the graders' inputs it returned arrays that hold one value "
+                f"repeated, where the correct answers vary: it computes nothing from its "
+                f"input, so the checks of its shape, dtype and side effects earn nothing")
+    return None

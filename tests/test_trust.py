@@ -410,3 +410,21 @@ def test_what_the_grader_offers_one_function_answers_nothing_for_another(tmp_pat
     results, _, flags = grade_isolated(str(path), assignment="training")
     for name in ("block_backward", "greedy_generate", "adam_step", "answer_accuracy"):
         assert results[name].score == 0, (name, results[name].score)
+
+
+def test_honest_code_that_looks_around_is_not_evidence():
+    """Setting an environment variable, putting one's own folder on the import path, the
+    words "solutions" or "submitted" in a dictionary, gc, signal, shutil: honest code, no
+    flag; reading the environment, searching the import path, a path into the kit: flag."""
+    from grader_tests.evidence import findings
+
+    honest = ('import os, gc, signal, shutil, sys\nos.environ["OMP_NUM_THREADS"] = "1"\n'
+              'os.environ.setdefault("MPLBACKEND", "Agg")\nsys.path.append("..")\n'
+              'progress = {"solutions": 5, "state": "submitted"}\ngc.collect()\n')
+    assert findings(honest) == []
+    reaching = ('import os, sys\nsecret = os.environ.get("PGPASSWORD")\n'
+                'for p in sys.path: pass\nopen("../solutions/attention.py")\n')
+    found = findings(reaching)
+    assert "reads environment variables" in found
+    assert "searches the import path (sys.path)" in found
+    assert any("solutions/attention.py" in f for f in found)
