@@ -10,6 +10,8 @@ only the functions it defines are the student's).
   grader answers with its reference.
 - ``zero_forwards_zero_backwards.py``: forwards that return zeros and backwards that are
   the exact gradients of those forwards (zeros).
+- ``zeros_everywhere.py``: every function returns zeros (or False) of the right shape and
+  dtype, hoping for the points of the shape, dtype and side-effect checks.
 
 ``GAMED``: file -> the graded names that must score 0.
 """
@@ -24,6 +26,9 @@ GAMED = {
     "sdpa_by_the_reference_attention_forward.py": ("scaled_dot_product_attention",),
     "mha_by_the_reference_attention_forward.py": ("multi_head_attention",),
     "zero_forwards_zero_backwards.py": ("layer_norm_backward", "attention_backward"),
+    "zeros_everywhere.py": ("softmax", "scaled_dot_product_attention", "split_heads",
+                            "merge_heads", "multi_head_attention", "layer_norm_forward",
+                            "layer_norm_backward", "attention_forward", "attention_backward"),
 }
 
 
