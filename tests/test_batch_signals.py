@@ -21,16 +21,11 @@ import pytest
 psutil = pytest.importorskip("psutil")
 
 from grader_tests import jail  # noqa: E402
+from tests.course import kit_env  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
-
-
-def _env():
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +36,7 @@ def released(tmp_path_factory):
     shutil.copytree(os.path.join(ROOT, "submitted"), course / "submitted")
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
-                           "--force"], cwd=course, env=_env(), capture_output=True, text=True,
+                           "--force"], cwd=course, env=kit_env(), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return course
@@ -98,7 +93,7 @@ def test_a_stopped_batch_leaves_nothing_running_and_loses_nothing(signum, releas
     course = tmp_path / "course"
     shutil.copytree(released, course)
     cmd = [sys.executable, "-m", "grader_tests", "batch", "submitted", "--workers", "2"]
-    proc = subprocess.Popen(cmd, cwd=course, env=_env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=course, env=kit_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = {}
     deadline = time.monotonic() + 300
@@ -125,7 +120,7 @@ def test_a_stopped_batch_leaves_nothing_running_and_loses_nothing(signum, releas
     assert graded, out[-2000:]
 
     # Resumed: nobody graded twice, everybody graded, every logged grade in the gradebook.
-    done = subprocess.run(cmd + ["--summary-json", "summary.json"], cwd=course, env=_env(),
+    done = subprocess.run(cmd + ["--summary-json", "summary.json"], cwd=course, env=kit_env(),
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = _log(course)

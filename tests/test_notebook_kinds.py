@@ -18,16 +18,11 @@ import pytest
 
 from grader_tests import jail
 from grader_tests.core import POINTS
+from tests.course import kit_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
-
-
-def _env():
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
 
 
 def _index(nb, grade_id):
@@ -75,7 +70,7 @@ def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
     shutil.copytree(os.path.join(ROOT, "source", "attention"), course / "source" / "attention")
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
-    run = dict(cwd=course, env=_env(), capture_output=True, text=True, timeout=1800)
+    run = dict(cwd=course, env=kit_env(), capture_output=True, text=True, timeout=1800)
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
                            "--force"], **run)
     assert done.returncode == 0, done.stderr[-2000:]

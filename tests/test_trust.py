@@ -30,6 +30,7 @@ from grader_tests.core import POINTS
 from grader_tests.sandbox import grade_isolated
 from tests.catalogue import REFERENCE_SOURCE
 from tests.catalogue.attacks import ATTACKS
+from tests.course import correct_notebook, kit_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADED = ["softmax", "causal_mask"]
@@ -181,22 +182,7 @@ def test_honest_code_that_names_nothing_is_not_flagged(tmp_path):
 
 
 def _env():
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1",
-               PGPASSWORD="secret-of-the-grader")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def _correct_notebook(course):
-    release = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)
-    source = nbformat.read(str(course / "source" / "attention" / "attention.ipynb"), 4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    for cell in release.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            cell.source = answers[meta["grade_id"]]
-    return release
+    return kit_env(PGPASSWORD="secret-of-the-grader")
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +204,7 @@ def attacked_class(tmp_path_factory, listener):
     for i, name in enumerate(sorted(ATTACKS)):
         students[f"s_attack_{i:02d}"] = name
     for student, name in students.items():
-        nb = _correct_notebook(course)
+        nb = correct_notebook(course)
         if student == "s_honest_logging":  # logs at INFO to the kernel's stderr
             cell = next(c for c in nb.cells
                         if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution")
