@@ -249,6 +249,27 @@ def time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
+# Python frames a student's function may add to the stack when it runs in this process:
+# endless recursion (a function that calls itself under another name) ends in a
+# RecursionError long before it could overflow the C stack and kill the process.
+STUDENT_RECURSION = 400
+
+
+@contextlib.contextmanager
+def shallow_recursion(frames: int = STUDENT_RECURSION):
+    """Lower the interpreter's recursion limit to the current depth plus ``frames`` for the
+    code inside (restored after)."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(min(previous, depth + frames))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
 def _snapshot(value):
     """Deep copy of arrays, lists, tuples and dicts, used to detect in-place writes."""
     try:
@@ -436,7 +457,9 @@ def _invoke(fn, args, kwargs):
         fn.time_limit = seconds
         limiter = contextlib.nullcontext()
     else:
-        limiter = time_limit(seconds)
+        limiter = contextlib.ExitStack()
+        limiter.enter_context(time_limit(seconds))
+        limiter.enter_context(shallow_recursion())
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                 warnings.catch_warnings(), np.errstate(all="ignore"), limiter:
