@@ -17,6 +17,8 @@ import time
 import nbformat
 import pytest
 
+from tests.course import correct_notebook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow
 
@@ -43,15 +45,7 @@ def course(tmp_path_factory):
 
 def _correct_notebook(course):
     """The release notebook with every solution cell filled from the source notebook."""
-    release = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)
-    source = nbformat.read(str(course / "source" / "attention" / "attention.ipynb"), 4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    for cell in release.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            cell.source = answers[meta["grade_id"]]
-    return release
+    return correct_notebook(course)
 
 
 def _cell_index(nb, grade_id):

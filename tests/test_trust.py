@@ -105,22 +105,9 @@ def attack_code(name: str, course: str, marker: str, port: int) -> str:
             .replace("{marker}", marker).replace("{port}", str(port)))
 
 
-def jail_processes(uids=None) -> list[str]:
-    """Processes still alive on the machine with a jail's uid (``uids``: only these; by
-    default the uid of the jails this process starts)."""
-    uids = uids or {jail.JAIL_UID_BASE + os.getpid() % jail.JAIL_UIDS}
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                uid = int(next(line for line in f if line.startswith("Uid:")).split()[1])
-        except (OSError, StopIteration, ValueError):
-            continue
-        if uid in uids:
-            found.append(pid)
-    return found
+def jail_processes() -> list[int]:
+    """Processes still alive with the uid of the jails this process starts."""
+    return jail.processes_of(jail.JAIL_UID_BASE + os.getpid() % jail.JAIL_UIDS)
 
 
 def fake_course(folder) -> None:
