@@ -14,9 +14,19 @@ needs no Dask. The two sides:
 * **Worker** (``grade_bytes``, run by Dask on a worker): writes the bytes to a temporary
   folder and grades the file with ``batch._grade_job`` (``sandbox.grade_isolated``, the
   local pool's own job, so both executors give the same record) in a grading process of
-  its own, kept for the worker's later tasks. Past ``time_limit`` seconds that process
-  (and the sandbox under it) is killed and the task raises ``GradingTimeLimit``. The
-  process kills itself and its sandbox if the Dask worker dies.
+  its own (a fresh one per task). Past ``time_limit`` seconds that process (and the
+  sandbox under it) is killed and the task raises ``GradingTimeLimit``. The process kills
+  itself and its sandbox if the Dask worker dies (the kernel's parent-death signal; the
+  jail goes with it through bubblewrap's ``--die-with-parent``).
+
+A batch that stops, however it stops, leaves no grading process running. Dask cannot stop
+a task's thread, so the task waits on its grading process's pipe in short polls and, at
+each, asks the worker whether the scheduler still wants the task: once the task is
+cancelled (``client.cancel``, or the coordinator's connection closed, which releases its
+tasks: SIGKILL included), the task kills its grading process, jail and all, within about
+``POLL_SECONDS``, and ends with ``GradingCancelled``. On Ctrl-C, SIGTERM or SIGHUP the
+coordinator also cancels its tasks itself and waits until no worker holds one before it
+exits; a student whose record is not in the log is graded by the next run.
 
 A task that fails for a reason other than the submission (its worker died, the time limit
 ran out, the grading process crashed, the worker could not run the task) is tried once
@@ -41,6 +51,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 # A submission is tried at most this many times before it is recorded as a grading error.
@@ -51,6 +62,11 @@ ATTEMPTS = 2
 TASK_TIME_LIMIT = 600.0
 # Seconds the coordinator waits for the first worker to join the scheduler.
 WORKER_WAIT = 120.0
+# Seconds between two looks of a task at its grading process's pipe and at whether the
+# task was cancelled: how late a cancelled task's grading process is killed, at most.
+POLL_SECONDS = 0.1
+# Seconds a stopping coordinator waits for the workers to drop its cancelled tasks.
+STOP_WAIT = 15.0
 
 KIT_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +80,18 @@ class GradingTimeLimit(Exception):
 
     def __str__(self):
         return f"grading took longer than the time limit of {self.seconds:g} s on {self.worker}"
+
+
+class GradingCancelled(Exception):
+    """The task was cancelled while it graded; its grading process has been killed (raised
+    on the worker, for a result nobody reads)."""
+
+    def __init__(self, worker: str):
+        super().__init__(worker)
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return f"the task was cancelled on {self.worker}; its grading process was killed"
 
 
 class GradingProcessDied(Exception):
@@ -90,11 +118,41 @@ def _worker_address():
         return f"pid {os.getpid()}"
 
 
+def task_cancelled() -> Callable[[], bool]:
+    """A test of whether the Dask task running in this thread is still wanted.
+
+    Dask cannot interrupt a task's thread: when the task is cancelled (``client.cancel``,
+    or its client gone, which releases the client's tasks), the worker only marks it
+    ``cancelled`` and lets the thread run on. The test returned reads that mark (the
+    worker's own ``WorkerState``) so that the task can stop its work itself.
+
+    Returns:
+        a callable without arguments, True once the task is cancelled or forgotten by its
+        worker; outside a Dask task (tests, a direct call), one that is always False.
+    """
+    try:
+        from distributed import get_worker
+        from distributed.worker import thread_state
+
+        worker = get_worker()
+        key = thread_state.key
+    except (ImportError, ValueError, AttributeError):  # not inside a Dask task
+        return lambda: False
+
+    def cancelled() -> bool:
+        task = worker.state.tasks.get(key)  # a dict lookup: safe from this thread
+        return task is None or task.state in ("cancelled", "released", "forgotten")
+
+    return cancelled
+
+
 class GradingProcess:
     """A ``python -m grader_tests.dask_batch FD`` that runs ``_grade_job`` for one submission.
 
-    Started in its own session, so that killing its process group also kills the sandbox
-    process it starts.
+    Started in a session of its own, so that killing its process group also kills the
+    sandbox process it starts; the jail under that dies with it (bubblewrap's
+    ``--die-with-parent``), and the process itself dies with the thread that started it
+    (``PR_SET_PDEATHSIG``, set in ``_serve``).
     """
 
     def __init__(self):
@@ -113,12 +171,21 @@ class GradingProcess:
     def alive(self):
         return self.proc.poll() is None
 
-    def grade(self, student, path, time_limit, assignment="attention"):
+    def grade(self, student: str, path: str, time_limit: float, assignment: str = "attention",
+              cancelled: Callable[[], bool] | None = None) -> dict:
         """``_grade_job(student, path, assignment)`` in the grading process, within
         ``time_limit`` s.
 
+        Args:
+            cancelled: asked every ``POLL_SECONDS`` while the process grades (e.g.
+                ``task_cancelled()``); once it returns True the process is killed.
+
+        Returns:
+            dict, the record of ``batch._grade_job``.
+
         Raises:
             GradingTimeLimit: the time ran out; the process has been killed.
+            GradingCancelled: ``cancelled()`` said so; the process has been killed.
             GradingProcessDied: the process ended before it answered.
         """
         deadline = time.monotonic() + time_limit
@@ -130,7 +197,10 @@ class GradingProcess:
                 if remaining <= 0:
                     self.kill()
                     raise GradingTimeLimit(time_limit, _worker_address())
-                if self.conn.poll(min(remaining, 1.0)):
+                if cancelled is not None and cancelled():
+                    self.kill()
+                    raise GradingCancelled(_worker_address())
+                if self.conn.poll(min(remaining, POLL_SECONDS)):
                     return json.loads(self.conn.recv_bytes())
                 if not self.alive():
                     raise EOFError
@@ -169,6 +239,7 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
 
     Raises:
         GradingTimeLimit, GradingProcessDied: the coordinator retries, then records an error.
+        GradingCancelled: the task was cancelled; its grading process has been killed.
     """
     name = os.path.basename(filename) or "submission.ipynb"
     with tempfile.TemporaryDirectory(prefix="attention-kit-task-") as folder:
@@ -179,7 +250,8 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
         # survives into the next one's.
         process = GradingProcess()
         try:
-            record = process.grade(student, path, time_limit, assignment)
+            record = process.grade(student, path, time_limit, assignment,
+                                   cancelled=task_cancelled())
         finally:
             process.kill()
     record["worker"] = _worker_address()
@@ -221,6 +293,45 @@ def _failure(exc):
     text = " ".join(str(exc).split())  # Dask's messages run over several lines
     text = text if len(text) <= 300 else text[:297] + "..."
     return f"the task failed on the cluster: {type(exc).__name__}: {text}", 1, None
+
+
+def _held_tasks(keys: list[str], dask_worker=None) -> list[str]:
+    """Run on a worker (``client.run``): the ``keys`` this worker still holds (queued,
+    running, or cancelled and not yet ended)."""
+    return [k for k in keys if k in dask_worker.state.tasks]
+
+
+def stop_tasks(client, futures: list, timeout: float = STOP_WAIT) -> dict[str, list[str]]:
+    """Cancel ``futures`` and wait until no worker holds their tasks any more.
+
+    A cancelled task kills its grading process and ends (``GradingProcess.grade``), after
+    which its worker forgets it: no worker holding one means no grading process of theirs
+    is left.
+
+    Args:
+        client: the ``distributed.Client`` that submitted ``futures``.
+        futures: the ``distributed.Future`` objects still in flight.
+        timeout: float, seconds to wait.
+
+    Returns:
+        ``{worker address: [keys]}`` of the tasks still held after ``timeout`` s (empty
+        when all ended; a worker that does not answer is left out).
+    """
+    keys = [f.key for f in futures]
+    if not keys:
+        return {}
+    deadline = time.monotonic() + timeout
+    held = {}
+    try:
+        client.cancel(futures)
+        while True:
+            held = {w: k for w, k in client.run(_held_tasks, keys, on_error="ignore").items()
+                    if k}
+            if not held or time.monotonic() > deadline:
+                return held
+            time.sleep(POLL_SECONDS)
+    except Exception:  # the cluster is gone: the workers' own cancellation has to do
+        return held
 
 
 def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progress=None,
@@ -271,36 +382,47 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
         def window():
             return max(4, 2 * sum(client.nthreads().values()))
 
-        while queue and running.count() < window():
-            student, path = queue.pop()
-            submit(student, path)
-        for future in running:
-            student, path, digest = meta.pop(future)
-            try:
-                record = future.result()
-            except Exception as exc:  # the task failed, not the submission: retry or record
-                reason, used, worker = _failure(exc)
-                history.setdefault(student, []).append(reason)
-                runs[student] = runs.get(student, 0) + used
-                if runs[student] < ATTEMPTS:
-                    note(f"{student}: {reason}; trying once more elsewhere")
-                    submit(student, path, avoid=worker)
-                    continue
-                record = {"student": student, "report": None, "cell_errors": [], "flags": [],
-                          "grading_error": True, "attempts": history[student],
-                          "error": f"grading error, no grade written ({runs[student]} "
-                                   f"attempt(s)): " + "; ".join(history[student]),
-                          "seconds": 0.0}
-            else:
-                if student in history:
-                    record["attempts"] = history[student]
-            finally:
-                future.release()
-            record["sha256"] = digest
-            finish(student, record)
+        try:
             while queue and running.count() < window():
                 student, path = queue.pop()
                 submit(student, path)
+            for future in running:
+                student, path, digest = meta.pop(future)
+                try:
+                    record = future.result()
+                except Exception as exc:  # the task failed, not the submission: retry, record
+                    reason, used, worker = _failure(exc)
+                    history.setdefault(student, []).append(reason)
+                    runs[student] = runs.get(student, 0) + used
+                    if runs[student] < ATTEMPTS:
+                        note(f"{student}: {reason}; trying once more elsewhere")
+                        submit(student, path, avoid=worker)
+                        continue
+                    record = {"student": student, "report": None, "cell_errors": [],
+                              "flags": [], "grading_error": True, "attempts": history[student],
+                              "error": f"grading error, no grade written ({runs[student]} "
+                                       f"attempt(s)): " + "; ".join(history[student]),
+                              "seconds": 0.0}
+                else:
+                    if student in history:
+                        record["attempts"] = history[student]
+                finally:
+                    future.release()
+                record["sha256"] = digest
+                finish(student, record)
+                while queue and running.count() < window():
+                    student, path = queue.pop()
+                    submit(student, path)
+        except BaseException:
+            # Stopped (Ctrl-C, SIGTERM, SIGHUP, or a failure here): the tasks in flight are
+            # cancelled, which makes each kill its grading process; wait until no worker
+            # holds one. What finished is in the log and the gradebook.
+            held = stop_tasks(client, list(meta))
+            if held:
+                print(f"warning: after {STOP_WAIT:g} s, workers still hold cancelled tasks: "
+                      + "; ".join(f"{w}: {len(k)}" for w, k in sorted(held.items())),
+                      file=sys.stderr)
+            raise
 
 
 if __name__ == "__main__":
