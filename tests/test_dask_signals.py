@@ -1,0 +1,267 @@
+"""A stopped batch leaves nothing running on the Dask path either (issue 17).
+
+A local Dask cluster (``tools/services.py``: a scheduler and two single-threaded workers on
+loopback) grades part of the example class for ``python -m grader_tests batch
+--scheduler``. SIGINT, SIGTERM, SIGHUP or SIGKILL of that coordinator during grading ends
+every grading process and jail it had the workers start (a cancelled task kills its
+grading process: ``dask_batch.task_cancelled``), loses no grade and half-writes none; the
+same command then grades the rest. A future cancelled with ``client.cancel`` ends its
+grading process as promptly.
+
+The grading processes are found by walking the workers' process trees while they grade
+(and the jails' uids), then polled until the kernel has reaped them, with a deadline; how
+long each took is printed (``pytest -s``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("distributed")
+
+from grader_tests import dask_batch, jail  # noqa: E402
+from tests.course import kit_env  # noqa: E402
+from tools import services  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT_SUBMITTED = Path(ROOT) / "submitted"
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
+
+# Part of the example class, with different faults: enough that grading is under way on
+# both workers when the signal comes, few enough that the re-run stays short.
+STUDENTS = ("student_all_stubs", "student_correct", "student_heads_merged_wrong",
+            "student_mask_after_softmax")
+# Seconds the grading processes may take to end after the coordinator is signalled (a
+# cancelled task kills its grading process within dask_batch.POLL_SECONDS of hearing of it).
+END_DEADLINE = 15.0
+RUN_LIMIT = 600  # seconds any one command may take
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A scheduler and 2 worker processes for this module, one Dask test module at a time
+    on this machine (the lock of tests/test_batch_distributed.py)."""
+    lock = os.path.join(tempfile.gettempdir(), "attention-kit-dask-tests.lock")
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        with services.dask_cluster(2) as c:
+            c.pids = list(c.worker_pids().values())
+            yield c
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    """A course with ``STUDENTS`` of the example class, the assignment released into its
+    (sqlite) gradebook."""
+    course = tmp_path_factory.mktemp("course")
+    shutil.copytree(os.path.join(ROOT, "source", "attention"), course / "source" / "attention")
+    for student in STUDENTS:
+        shutil.copytree(os.path.join(ROOT, "submitted", student), course / "submitted" / student)
+    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
+                           "--force"], cwd=course, env=kit_env(), capture_output=True, text=True,
+                          timeout=RUN_LIMIT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return course
+
+
+def _log_lines(course: Path) -> list[str]:
+    path = course / "batch_log.jsonl"
+    if not path.exists():
+        return []
+    return [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def _log(course: Path) -> list[dict]:
+    return [json.loads(line) for line in _log_lines(course)]
+
+
+def _descendants(pids: list[int]) -> dict[int, psutil.Process]:
+    found = {}
+    for pid in pids:
+        try:
+            found.update({p.pid: p for p in psutil.Process(pid).children(recursive=True)})
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def _name(process: psutil.Process) -> str | None:
+    try:
+        return process.name()
+    except psutil.Error:
+        return None
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _uid(process: psutil.Process) -> int | None:
+    try:
+        return process.uids().real
+    except psutil.Error:
+        return None
+
+
+def _alive(processes: dict[int, psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for p in processes.values():
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _all_ended(cluster, seen: dict[int, psutil.Process], uids: set[int],
+               deadline: float) -> float:
+    """Poll until every process of ``seen`` has ended (zombies count as ended), no worker
+    has a child process, and no process runs as a jail's uid of ``uids``; the monotonic
+    time at which that first held. Fails at ``deadline``."""
+    while True:
+        alive = _alive(seen) + _alive(_descendants(cluster.pids))
+        jailed = {uid: jail.processes_of(uid) for uid in uids}
+        jailed = {uid: pids for uid, pids in jailed.items() if pids}
+        now = time.monotonic()
+        if not alive and not jailed:
+            return now
+        if now > deadline:
+            pytest.fail(f"still running: {[(p.pid, _name(p)) for p in alive]}, "
+                        f"jail uids: {jailed}")
+        time.sleep(0.02)
+
+
+def _workers_hold_nothing(cluster, deadline: float) -> None:
+    """Poll until no worker holds a task (a cancelled task's thread has ended)."""
+    def _held_keys(dask_worker=None) -> list[str]:  # run on each worker
+        return [str(k) for k in dask_worker.state.tasks]
+
+    with cluster.client() as client:
+        while True:
+            held = {w: keys for w, keys in client.run(_held_keys).items() if keys}
+            if not held:
+                return
+            assert time.monotonic() < deadline, f"workers still hold tasks: {held}"
+            time.sleep(0.05)
+
+
+def _under_way(cluster, until, deadline: float) -> dict[int, psutil.Process]:
+    """The workers' descendants, walked until a jail runs under a worker and ``until()``
+    holds; fails at ``deadline``."""
+    seen: dict[int, psutil.Process] = {}
+    while time.monotonic() < deadline:
+        seen.update(_descendants(cluster.pids))
+        if any(_name(p) == "bwrap" and p.is_running() for p in seen.values()) and until():
+            seen.update(_descendants(cluster.pids))
+            return seen
+        time.sleep(0.05)
+    pytest.fail("grading never got under way on the workers")
+
+
+def test_a_cancelled_future_kills_its_grading_process_at_once(cluster):
+    """``client.cancel`` of a task that grades (here, a notebook whose loading sleeps 15 s):
+    its grading process and jail end within a second or so, not at the end of the load,
+    and the worker's thread is free again."""
+    nb = nbformat.read(os.path.join(ROOT, "submitted", "student_correct", "attention",
+                                    "attention.ipynb"), 4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell("import time\ntime.sleep(15)"))
+    data = nbformat.writes(nb).encode()
+    with cluster.client() as client:
+        future = client.submit(dask_batch.grade_bytes, "student_slow", "attention.ipynb", data,
+                               120.0, pure=False)
+        seen = _under_way(cluster, lambda: True, time.monotonic() + 120)
+        uids = {_uid(p) for p in seen.values()} - {os.getuid(), None}
+        assert any("grader_tests.dask_batch" in _cmdline(p) for p in _alive(seen))
+        started = time.monotonic()
+        client.cancel(future)
+        ended = _all_ended(cluster, seen, uids, started + END_DEADLINE)
+    print(f"\ncancelled future: its {len(seen)} process(es) ended {ended - started:.2f} s "
+          f"after client.cancel")
+    assert ended - started < 5.0, "the grading process ran on after its task was cancelled"
+    _workers_hold_nothing(cluster, time.monotonic() + 10)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
+                                    signal.SIGKILL], ids=lambda s: signal.Signals(s).name)
+def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, cluster,
+                                                                      released, tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(released, course)
+    cmd = [sys.executable, "-m", "grader_tests", "batch", "submitted", "--scheduler",
+           cluster.address]
+    output = tmp_path / "output.txt"  # a file, not a pipe: the coordinator never waits on us
+    with open(output, "w") as sink:
+        proc = subprocess.Popen(cmd, cwd=course, env=kit_env(), stdout=sink,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        # Under way: a student logged, a jail grading another one.
+        seen = _under_way(cluster, lambda: bool(_log_lines(course)), time.monotonic() + 300)
+        uids = {_uid(p) for p in seen.values()} - {os.getuid(), None}
+        started = time.monotonic()
+        proc.send_signal(signum)
+        # Polled while the coordinator stops: the time measured is when the grading
+        # processes ended, not when the coordinator exited.
+        ended = _all_ended(cluster, seen, uids, started + END_DEADLINE)
+        proc.wait(timeout=120)
+        exited = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = output.read_text(encoding="utf-8", errors="replace")
+    print(f"\n{signal.Signals(signum).name}: the {len(seen)} grading process(es) had all "
+          f"ended {ended - started:.2f} s after the signal; the coordinator exited after "
+          f"{exited - started:.2f} s")
+    _workers_hold_nothing(cluster, time.monotonic() + 10)
+    assert _alive(_descendants(cluster.pids)) == []  # and none started since
+    if signum != signal.SIGKILL:
+        assert proc.returncode == 130, out[-3000:]
+        assert "no grading process is left running" in out and "Run the same command" in out
+        assert "warning" not in out, out[-3000:]
+
+    # Nothing half-written: every log line is a whole record, and a grading that was
+    # stopped recorded nothing (no grading error either). A grade logged and not yet in
+    # the gradebook (caught between the two) is written by the next run, from the log.
+    records = [json.loads(line) for line in _log_lines(course)]
+    graded = {r["student"]: r for r in records if r.get("report") is not None}
+    assert graded, out[-3000:]
+    assert not any(r.get("grading_error") for r in records), records
+
+    # Resumed: nobody graded twice, everybody graded, every score as expected, in the
+    # summary and in the gradebook.
+    done = subprocess.run(cmd + ["--summary-json", "summary.json"], cwd=course, env=kit_env(),
+                          capture_output=True, text=True, timeout=RUN_LIMIT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = _log(course)
+    assert sorted({r["student"] for r in records}) == sorted(STUDENTS)
+    assert all(sum(r["student"] == s for r in records) == 1 for s in graded)
+    expected = json.loads((ROOT_SUBMITTED / "EXPECTED.json").read_text())["students"]
+    rows = {r["student"]: r for r in json.loads((course / "summary.json").read_text())["students"]}
+    from nbgrader.api import Gradebook
+
+    with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
+        for student in STUDENTS:
+            assert rows[student]["score"] == pytest.approx(expected[student]["score"]), student
+            assert gb.find_submission("attention", student).score == \
+                pytest.approx(expected[student]["score"]), student
+    _workers_hold_nothing(cluster, time.monotonic() + 10)
+
