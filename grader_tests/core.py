@@ -35,7 +35,7 @@ import numpy as np
 
 from solutions import attention as reference
 
-from .faults import FAULTS
+from .faults import FAULTS, trap_line
 
 try:  # Hypothesis's own "the test is not reproducible" errors
     from hypothesis.errors import Flaky as _Flaky
@@ -838,6 +838,9 @@ def format_result(r):
             lines.append(f"  FAIL  {c.name}  [{c.fault}]")
             for part in c.message.splitlines():
                 lines.append(f"        {part}")
+            trap = trap_line(c.fault)
+            if trap and trap not in c.message:
+                lines.append(f"        {trap}")
     if r.name in NOTES:
         lines.append(NOTES[r.name])
     return "\n".join(lines)

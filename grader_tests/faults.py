@@ -47,6 +47,34 @@ FAULTS = {
     "other": "a check failed for a reason the graders could not name",
 }
 
+# The traps of the assignments' introductions behind some faults: the number and title a
+# student re-reads (the feedback names the trap; it does not write the fix).
+TRAPS = {
+    "missing-scale": (1, "no 1/sqrt(d_k)"),
+    "backward-missing-scale": (1, "no 1/sqrt(d_k)"),
+    "mask-after-softmax": (2, "mask applied after the softmax"),
+    "head-order": (3, "reshape and transpose in the wrong order"),
+    "padding-ignored": (4, "padding left out of the softmax"),
+    "mask-wrong-axis": (5, "causal and padding masks confused, or combined on the wrong axis"),
+    "softmax-wrong-axis": (6, "softmax over the query axis"),
+}
+
+
+def trap_line(fault):
+    """The sentence pointing a student to the trap behind ``fault``, or None.
+
+    Args:
+        fault: str, a key of ``FAULTS``.
+
+    Returns:
+        str such as ``"Re-read trap 2 (mask applied after the softmax)."``, or None when
+        no trap of the introduction is behind ``fault``.
+    """
+    if fault not in TRAPS:
+        return None
+    number, title = TRAPS[fault]
+    return f"Re-read trap {number} of the introduction ({title})."
+
 
 def describe(fault):
     """Return the one-sentence explanation of a fault id.

@@ -58,6 +58,10 @@ NOTEBOOK = "attention.ipynb"
 FILLED = "causal_mask"
 FILLED_BODY = "    return np.tril(np.ones((T, T), dtype=bool))\n"
 STUB = "softmax"  # the first stub of the notebook, left as released
+# A trap: padding_mask off by one (the first pad token counts as real); its visible test
+# fails, so Validate must list it by name with the visible test's message.
+TRAPPED = "padding_mask"
+TRAPPED_BODY = "    return np.arange(T)[None, :] <= np.asarray(lengths)[:, None]\n"
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} not found (install Debian's chromium: tools/ci_browser_setup.sh)",
@@ -92,12 +96,14 @@ def fill_in(nb, name, body):
 
 @pytest.fixture
 def student_dir(tmp_path):
-    """A student's copy of ``release/attention/`` with ``causal_mask`` filled in."""
+    """A student's copy of ``release/attention/`` with ``causal_mask`` filled in and
+    ``padding_mask`` filled in wrong."""
     folder = tmp_path / "attention"
     shutil.copytree(ROOT / "release" / "attention", folder,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", ".hypothesis"))
     nb = nbformat.read(str(folder / NOTEBOOK), as_version=4)
     fill_in(nb, FILLED, FILLED_BODY)
+    fill_in(nb, TRAPPED, TRAPPED_BODY)
     nbformat.write(nb, str(folder / NOTEBOOK))
     return folder
 
@@ -245,10 +251,12 @@ def test_student_runs_visible_tests_and_validates(lab, page, student_dir, screen
         .to_be_attached(timeout=PAGE_WAIT * 1000)
     page.screenshot(path=str(screenshots / "04_validate_verdict.png"))
     verdict = dialog.first.inner_text()
-    # Only causal_mask is filled in: Validate fails, on the stubs' hidden-check cells, and
-    # the filled-in function's cell is not among the failures.
+    # causal_mask is right, padding_mask is a trap, the rest are stubs: Validate fails on
+    # the stubs, names padding_mask with its visible test's message, and does not list
+    # causal_mask.
     assert "The following cell failed" in verdict, verdict[:3000]
-    assert f"require_implemented({STUB}," in verdict, verdict[:3000]
-    assert "NotImplementedError" in verdict, verdict[:3000]
-    assert f"require_implemented({FILLED}," not in verdict, verdict[:3000]
+    assert f"{STUB} is still the stub" in verdict, verdict[:3000]
+    assert f"the visible checks of {TRAPPED} fail" in verdict, verdict[:3000]
+    assert "padding_mask([2, 0, 3], 3) should be" in verdict, verdict[:3000]
+    assert f'before_grading("{FILLED}"' not in verdict, verdict[:3000]
     assert "Success!" not in verdict

@@ -143,3 +143,37 @@ def test_nbgrader_validate_invert_fails_every_test_of_the_release(assignment, tm
         "nbgrader validate --invert found test cells that pass on the release:\n"
         + result.stdout[-3000:])
     assert "Success! The notebook does not pass any tests." in result.stdout, result.stdout[-3000:]
+
+
+EXAMPLE_CLASS = ROOT / "submitted"
+EXPECTED = __import__("json").loads((EXAMPLE_CLASS / "EXPECTED.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", sorted(EXPECTED["students"]))
+def test_nbgrader_validate_tells_each_example_student_the_truth(student, tmp_path):
+    """Validate (``nbgrader validate``, what the Lab's button runs) succeeds only where every
+    part is written and every visible check passes, and names every part that loses points
+    in grading, by name, with the reason: still the stub, or the visible check's message."""
+    expected = EXPECTED["students"][student]
+    notebook = EXAMPLE_CLASS / student / "attention" / "attention.ipynb"
+    shutil.copy(notebook, tmp_path / notebook.name)
+    result = nbgrader(ROOT, "validate", str(tmp_path / notebook.name))
+    out = result.stdout
+    losing = sorted(name for name, points in expected["functions"].items()
+                    if points < POINTS_OF[name])
+    if not losing:
+        assert "Success! Your notebook passes all the tests." in out, out[-3000:]
+        return
+    assert "VALIDATION FAILED" in out, out[-3000:]
+    assert "Success!" not in out, out[-3000:]
+    for name in losing:
+        said = (f"the visible checks of {name} fail", f"{name} is still the stub",
+                f"{name}: not answered yet")
+        assert any(s in out for s in said), f"Validate does not name {name}:\n{out[-3000:]}"
+    # One short reason per part, not a traceback through the notebook's helpers.
+    assert "in before_grading" not in out and "in visible_checks" not in out, out[-3000:]
+
+
+POINTS_OF = {name: points for name, points
+             in EXPECTED["students"]["student_correct"]["functions"].items()}

@@ -22,6 +22,7 @@ Usage, from the repository root::
 """
 
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -82,11 +83,12 @@ def hidden_cell(name):
     """The autograder cell of graded name ``name``: its hidden tests call the graders."""
     slug = grade_id(name)
     if name in EXERCISE_VARIABLES:
-        probe = "require_answers(" + ", ".join(f'"{v}"' for v in EXERCISE_VARIABLES[name]) + ")"
+        probe = ", ".join(f'"{v}"' for v in EXERCISE_VARIABLES[name])
     else:
-        probe = f"require_implemented({STUB_PROBES[name]})"
+        probe = STUB_PROBES[name]
     text = (f"# Hidden checks of {name} run when your notebook is graded.\n"
-            f"{probe}\n"
+            f'problem = before_grading("{name}", {probe})\n'
+            "assert problem is None, problem\n"
             "### BEGIN HIDDEN TESTS\n"
             "from grader_tests import grade\n"
             f'grade("{name}", globals())\n'
@@ -221,6 +223,7 @@ import contextlib
 import io
 import math
 import signal
+import textwrap
 import threading
 import time
 import warnings
@@ -268,26 +271,81 @@ def rel_error(analytic, numeric, floor=1e-6):
     return float(np.max(np.abs(a - n)[keep] / size[keep]))
 
 
-def require_implemented(fn, *args):
-    """Raise NotImplementedError while ``fn`` is still the stub; anything else it does on
-    ``args`` (a result, an error, a time-out) is for the hidden checks to judge."""
-    quiet = io.StringIO()
+# How the visible checks of each graded part last ended, by name: None when they passed,
+# else the message they stopped with. The check cells (before the hidden checks) read it,
+# so that Validate fails where a visible test fails.
+VISIBLE_CHECKS = {}
+GRADED_PARTS = __GRADED_PARTS__  # every graded part, in the notebook's order
+
+
+@contextlib.contextmanager
+def visible_checks(name, seconds=5):
+    """Run a visible-test block under ``time_limit(seconds)`` and remember in
+    ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
+    __tracebackhide__ = True
+    VISIBLE_CHECKS[name] = "they did not finish"
     try:
-        with time_limit(2), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
-                warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            fn(*args)
-    except NotImplementedError:
+        with time_limit(seconds):
+            yield
+    except BaseException as exc:
+        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
         raise
-    except BaseException:
-        pass
+    VISIBLE_CHECKS[name] = None
 
 
-def require_answers(*names):
-    """Raise NotImplementedError if an exercise variable has not been assigned yet."""
-    missing = [n for n in names if n not in globals()]
-    if missing:
-        raise NotImplementedError(f"assign {', '.join(missing)} in the answer cell above")
+def visible_checks_summary():
+    """Print one line per graded part: its visible checks passed, failed, still a stub, or
+    not run since the setup cell."""
+    stubs = [n for n, failure in VISIBLE_CHECKS.items()
+             if failure is not None and failure.startswith("NotImplementedError")]
+    failed = [n for n, failure in VISIBLE_CHECKS.items()
+              if failure is not None and n not in stubs]
+    passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
+    not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
+    for label, names in (("passed", passed), ("fail", failed), ("still stubs", stubs),
+                         ("not run", not_run)):
+        print(f"{label} ({len(names)}): {', '.join(names) if names else '-'}")
+
+
+def _lines(text, width=80):
+    """``text`` cut into lines of at most ``width`` characters (nbgrader validate cuts
+    longer lines short)."""
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
+
+
+def before_grading(name, *probe):
+    """Why the part ``name`` cannot pass yet, or None: a stub, an exercise answer not
+    assigned, or visible checks that failed (or were not run) since the setup cell.
+
+    ``probe`` is the function and small arguments to call it with (it is still the stub if
+    it raises NotImplementedError; anything else it does is for the hidden checks to judge),
+    or the names of an exercise's answer variables.
+    """
+    if probe and callable(probe[0]):
+        fn, args = probe[0], probe[1:]
+        quiet = io.StringIO()
+        try:
+            with time_limit(2), contextlib.redirect_stdout(quiet), \
+                    contextlib.redirect_stderr(quiet), warnings.catch_warnings(), \
+                    np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                fn(*args)
+        except NotImplementedError:
+            return f"{name} is still the stub."
+        except BaseException:
+            pass
+    else:
+        missing = [v for v in probe if v not in globals()]
+        if missing:
+            return f"{name}: not answered yet.\n" + _lines(
+                f"Assign {', '.join(missing)} in the answer cell.")
+    if name not in VISIBLE_CHECKS:
+        return f"the visible checks of {name} have not run:\n" + _lines(
+            "run the notebook from the top (Kernel > Restart Kernel and Run All Cells).")
+    if VISIBLE_CHECKS[name] is not None:
+        return (f"the visible checks of {name} fail:\n"
+                + _lines(VISIBLE_CHECKS[name]))
+    return None
 
 
 def numerical_gradient(loss, x, eps=1e-6):
@@ -356,7 +414,7 @@ with time_limit(5):
     assert np.all(np.isfinite(p)) and np.allclose(p, [0.25, 0.75]), (
         "softmax([1000, 1000 + ln 3]) should again be [0.25, 0.75], since adding the same number to "
         f"every score changes nothing; got {p}. np.exp(1000.0) overflows to inf and inf / inf is nan: "
-        "subtract the largest score before calling np.exp (numerically stable softmax).")
+        "re-read *Stability* above.")
 
     p = softmax(np.array([0.0, -np.inf, math.log(3.0)]))
     assert np.allclose(p, [0.25, 0.0, 0.75]), (
@@ -377,8 +435,8 @@ with time_limit(5):
     p = softmax(np.array([[-np.inf, -np.inf, -np.inf], [0.0, 0.0, 0.0]]))
     assert not np.any(np.isnan(p)), (
         "a row of scores that are all -inf (a query that may attend to nothing) must give weights 0, "
-        f"not NaN; got {p.tolist()}. The maximum of that row is -inf and -inf - (-inf) is nan: use 0 "
-        "instead of a maximum that is not finite, and divide only where the sum is positive.")
+        f"not NaN; got {p.tolist()}. The maximum of that row is -inf, and -inf - (-inf) is nan: re-read "
+        "the rule for a row with no allowed key above.")
     assert np.allclose(p, [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]]), (
         f"softmax([[-inf, -inf, -inf], [0, 0, 0]]) should be [[0, 0, 0], [1/3, 1/3, 1/3]], got {p.tolist()}")
 
@@ -576,7 +634,7 @@ with time_limit(5):
     if np.allclose(w, [[0.25, 0.0]]):
         raise AssertionError(
             "with mask [[True, False]] the weights are [[0.25, 0]]: the masked weight was zeroed after "
-            "the softmax, so the row sums to 0.25 (trap 2). Set masked scores to -inf before the softmax.")
+            "the softmax, so the row sums to 0.25 (trap 2 of the introduction).")
     if np.allclose(w, [[0.0, 1.0]]):
         raise AssertionError(
             "with mask [[True, False]] the weights are [[0, 1]]: the mask was read as True = blocked. "
@@ -591,7 +649,8 @@ with time_limit(5):
     out, w = scaled_dot_product_attention(Q, K, V)
     assert out.shape == (2, 3, 4, 6) and w.shape == (2, 3, 4, 5), (
         f"Q (2, 3, 4, 8), K (2, 3, 5, 8), V (2, 3, 5, 6) must give out (2, 3, 4, 6) and weights (2, 3, 4, 5), "
-        f"got {out.shape} and {w.shape}. Transpose K with np.swapaxes(K, -1, -2): K.T reverses every axis.")
+        f"got {out.shape} and {w.shape}. With batch axes, K.T reverses every axis, not only the last two "
+        "(re-read *Shapes* above).")
     assert np.allclose(w.sum(axis=-1), 1.0), (
         "every row of weights (over the keys, the last axis) must sum to 1; got row sums "
         f"{np.round(w.sum(axis=-1)[0, 0], 4)}. Sums over the queries equal to 1 mean trap 6 (softmax over axis -2).")
@@ -1010,8 +1069,8 @@ with time_limit(5):
     expected = np.array([[-1.3416407865, -0.4472135955, 0.4472135955, 1.3416407865]])   # (x - 2.5) / sqrt(1.25)
     if np.allclose(y, [[-1.1618950039, -0.3872983346, 0.3872983346, 1.1618950039]]):
         raise AssertionError(
-            "layer_norm_forward([[1, 2, 3, 4]]) used the unbiased variance 5/3 (dividing by d - 1). Use the "
-            "biased one, 1.25 (divide by d).")
+            "layer_norm_forward([[1, 2, 3, 4]]) matches the unbiased variance 5/3 (a division by d - 1); "
+            "the variance in the definition above is 1.25.")
     assert np.allclose(y, expected), (
         f"layer_norm_forward([[1, 2, 3, 4]], gamma = 1, beta = 0, eps = 0) should be (x - 2.5) / sqrt(1.25) = "
         f"{expected}; got {y}")
@@ -1213,11 +1272,15 @@ with time_limit(5):
     def attention_loss():
         return float(np.sum(G * attention_forward(x, params, n_heads=h)[0]))
 
-    hints = {"W_O": "dW_O = O^T dy, not dy^T O", "b_O": "sum dy over batch and time",
-             "W_V": "dV = P^T dO per head, then dW_V = x^T dV", "b_V": "sum over batch and time",
-             "W_Q": "softmax backward with the row-sum term, and the scale c in dQ = c dS K",
-             "W_K": "dK = c dS^T Q", "b_Q": "sum over batch and time", "b_K": "sum over batch and time",
-             "x": "dx collects dQ W_Q^T + dK W_K^T + dV W_V^T"}
+    hints = {"W_O": "the output projection, the first step back; compare the shapes of the product",
+             "b_O": "a bias is added at every position of every sequence",
+             "W_V": "the path through the values and the weights P, head by head",
+             "b_V": "a bias is added at every position of every sequence",
+             "W_Q": "the path through the softmax and the scale (re-read its backward above, and trap 1)",
+             "W_K": "the path through the softmax and the scale, seen from the keys",
+             "b_Q": "a bias is added at every position of every sequence",
+             "b_K": "a bias is added at every position of every sequence",
+             "x": "x reaches the output through three projections"}
     order = ["W_O", "b_O", "W_V", "b_V", "W_Q", "b_Q", "W_K", "b_K"]    # the order of the backward pass
     for key, analytic, wrt in [(k, grads[k], params[k]) for k in order] + [("x", dx, x)]:
         numeric = numerical_gradient(attention_loss, wrt, eps=1e-6)
@@ -1456,11 +1519,21 @@ CLOSING = r"""
   tables. A visible test that passes does not guarantee full points: the hidden checks use
   random shapes, float32 inputs, fully masked rows, and check that your functions leave
   their arguments untouched.
-* Press **Validate** (or run `nbgrader validate attention.ipynb`).
+* The cell below lists, part by part, which visible checks passed, which fail, which parts
+  are still stubs and which were not run.
+* Press **Validate** (or run `nbgrader validate attention.ipynb`). It runs the whole
+  notebook and lists every part that is still a stub or whose visible checks fail, with
+  the message of the check; it says *Success* only when every part is written and every
+  visible check passes.
 * Your feedback lists, for every function, each check that ran, and for a failed check the
   fault it found (for example `head-order` or `softmax-backward`) with the input where it
   showed up.
 """
+
+SUMMARY = r'''
+"""Where you stand: the visible checks of every graded part, as they last ran."""
+visible_checks_summary()
+'''
 
 
 # ---------------------------------------------------------------------------------------
@@ -1495,12 +1568,29 @@ EXERCISES_AFTER = {
 }
 
 
+def recorded(name, source):
+    """A visible-test cell's source run inside ``visible_checks(name)``, which remembers
+    whether it passed (the hidden-check cell after it then fails under Validate if not).
+
+    The cell's first line is its docstring; a ``with time_limit(N):`` block right after it
+    becomes ``with visible_checks(name, N):``, any other body is indented under
+    ``with visible_checks(name):``.
+    """
+    docstring, _, body = source.strip("\n").partition("\n")
+    first, _, rest = body.partition("\n")
+    limit = re.fullmatch(r"with time_limit\((\d+)\):", first)
+    if limit:
+        return f'{docstring}\nwith visible_checks("{name}", {limit.group(1)}):\n{rest}\n'
+    indented = "\n".join("    " + line if line else line for line in body.split("\n"))
+    return f'{docstring}\nwith visible_checks("{name}"):\n{indented}\n'
+
+
 def function_cells(number, name):
     """Text, solution, visible test and hidden cell of one function of the contract."""
     return [
         markdown(f"{name}_text", heading(number, name) + "\n\n" + _clean(TEXT[name])),
         solution_code(f"{name}_solution", function_source(name)),
-        locked_code(f"{name}_visible_test", VISIBLE[name], tags=["visible-test"]),
+        locked_code(f"{name}_visible_test", recorded(name, VISIBLE[name]), tags=["visible-test"]),
         hidden_cell(name),
     ]
 
@@ -1510,7 +1600,7 @@ def exercise_cells(name, answer, visible):
     return [
         markdown(f"{name}_text", _clean(TEXT[name]).replace("{points}", str(POINTS[name]))),
         solution_code(f"{name}_answer", answer),
-        locked_code(f"{name}_visible_test", visible, tags=["visible-test"]),
+        locked_code(f"{name}_visible_test", recorded(name, visible), tags=["visible-test"]),
         hidden_cell(name),
     ]
 
@@ -1520,7 +1610,13 @@ def build_notebook():
     missing = [n for n in reference.SPEC_FUNCTIONS if n not in TEXT or n not in VISIBLE]
     if missing:
         raise ValueError(f"no text or visible test written for {missing}")
-    cells = [intro_cell(), locked_code("setup", SETUP, tags=["setup"])]
+    parts = []
+    for name in reference.SPEC_FUNCTIONS:
+        parts.append(name)
+        if name in EXERCISES_AFTER:
+            parts.append(EXERCISES_AFTER[name][0])
+    setup = SETUP.replace("__GRADED_PARTS__", repr(tuple(parts)))
+    cells = [intro_cell(), locked_code("setup", setup, tags=["setup"])]
     for number, name in enumerate(reference.SPEC_FUNCTIONS, start=1):
         cells += function_cells(number, name)
         for slug, text, source in LESSONS_AFTER.get(name, []):
@@ -1529,6 +1625,7 @@ def build_notebook():
         if name in EXERCISES_AFTER:
             cells += exercise_cells(*EXERCISES_AFTER[name])
     cells.append(markdown("closing", CLOSING))
+    cells.append(locked_code("visible_checks_summary", SUMMARY, tags=["summary"]))
 
     ids = [c["id"] for c in cells]
     if len(set(ids)) != len(ids) or not all(CELL_ID.match(i) for i in ids):

@@ -51,14 +51,14 @@ SDPA_FAULTS = [
     ("scale-by-d", "missing-scale", "the scores were divided by d_k instead of sqrt(d_k)"),
     ("axis", "softmax-wrong-axis", "the softmax normalised over the queries (axis -2) "
                                    "instead of the keys (axis -1)"),
-    ("mask-after", "mask-after-softmax", "the weights were zeroed after the softmax; masked "
-                                         "scores must be set to -inf before it"),
+    ("mask-after", "mask-after-softmax", "the weights were zeroed after the softmax, so "
+                                         "the rows of weights no longer sum to 1"),
     ("mask-inverted", "mask-inverted", "True was read as 'blocked'; True means 'may attend'"),
     ("mask-transposed", "mask-wrong-axis", "the mask was applied transposed (rows are "
                                            "queries, columns keys)"),
     ("mask-ignored", "padding-ignored", "the mask was not applied at all"),
-    ("scale-ignored", "missing-scale", "the scale flag was ignored: scale=False must drop "
-                                       "the 1/sqrt(d_k) factor"),
+    ("scale-ignored", "missing-scale", "the scale flag was ignored: scale=False gave the "
+                                       "same weights as scale=True"),
 ]
 
 

@@ -236,7 +236,7 @@ BACKWARD_FAULTS = [
                                      "(P * (1 - P) * dP): the row-sum term couples every "
                                      "weight of a row"),
     ("no-rowsum", "softmax-backward", "the softmax backward misses the row-sum term: "
-                                      "dS = P * (dP - rowsum(dP * P))"),
+                                      "each weight of a row depends on every score of it"),
     ("no-scale", "backward-missing-scale", "the forward divides the scores by sqrt(d_h) but "
                                            "the backward does not multiply dS by the same factor"),
     ("double-scale", "backward-missing-scale", "the scale factor was applied twice in the "
@@ -322,8 +322,7 @@ class _Setup:
             fault, why = diagnose(value, candidates, default, rtol=1e-4, atol=1e-7)
             if fault == "softmax-backward" and not why:
                 why = ("the gradients through the values and the output projection are right, "
-                       "those through the softmax are not: dS = P * (dP - rowsum(dP * P)), "
-                       "times the score scale")
+                       "those through the softmax and the score scale are not")
             rel, _, index = gradcheck.rel_error(value, expected)
             raise Fail(fault, f"{self.what}: {label} disagrees with central differences of "
                               f"the forward (eps = {gradcheck.EPS:g}, float64, random upstream "

@@ -242,7 +242,7 @@ def _backward_candidates(x, gamma, G):
                                                           "is missing"),
         ("layer-norm-backward-terms", inv * (G - G.mean(-1, keepdims=True)
                                              - xhat * (G * xhat).mean(-1, keepdims=True)),
-         "dxhat must be dy * gamma (gamma is missing)"),
+         "gamma is missing from the path from y back to xhat"),
     ]
 
 
@@ -274,8 +274,9 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
             fault, why = diagnose(dx, _backward_candidates(x, gamma, G),
                                   "layer-norm-backward-terms", rtol=1e-5, atol=1e-8)
             _grad_fail(fault, what, "dx", dx, numeric["dx"],
-                       why or "compare with dx = inv * (dxhat - mean(dxhat) - xhat * "
-                              "mean(dxhat * xhat)), dxhat = dy * gamma")
+                       why or "dx matches none of the usual mistakes; re-derive it term by "
+                              "term from the forward (x reaches y through the mean, the "
+                              "variance and x itself)")
     lead = tuple(range(len(shape) - 1))
     xhat = ref.layer_norm_forward(x, np.ones(d), np.zeros(d))[0]
     for name, got, partial in (("dgamma", dgamma, G * xhat), ("dbeta", dbeta, G)):
@@ -298,14 +299,14 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
                                "leading axes instead of summed: the loss sums over every "
                                "token, and so does the gradient of a shared parameter"))
             other = (G * x).sum(axis=lead) if name == "dgamma" else None
-            candidates.append(("weight-grad-wrong", other, "dgamma must use xhat (the "
-                                                           "normalised input), not x"))
+            candidates.append(("weight-grad-wrong", other, "dgamma was computed from x, "
+                                                           "not from the normalised input"))
             swapped = G.sum(axis=lead) if name == "dgamma" else (G * xhat).sum(axis=lead)
             candidates.append(("weight-grad-wrong", swapped, "dgamma and dbeta are swapped"))
             fault, why = diagnose(got, candidates, "weight-grad-wrong", rtol=1e-6, atol=1e-9)
             _grad_fail(fault, what, name, got, numeric[name],
-                       why or ("dgamma = sum of dy * xhat" if name == "dgamma" else
-                               "dbeta = sum of dy") + " over every leading axis")
+                       why or ("gamma multiplies the normalised input" if name == "dgamma"
+                               else "beta is added") + " at every token of every sequence")
 
 
 @check(BWD, "dx matches central differences (B = 2, T = 3, d = 5)")
