@@ -155,9 +155,18 @@ class GradingProcess:
     (``PR_SET_PDEATHSIG``, set in ``_serve``).
     """
 
-    def __init__(self):
+    def __init__(self, tmpdir: str | None = None):
+        """Start the process.
+
+        Args:
+            tmpdir: the folder for its temporary files (``TMPDIR``: the sandbox's copy of
+                the submission), or None for the worker's own; a task passes its own
+                folder, so that what a killed process leaves goes with the task's folder.
+        """
         parent, child = socket.socketpair()
         env = dict(os.environ)
+        if tmpdir is not None:
+            env["TMPDIR"] = tmpdir
         env["PYTHONPATH"] = os.pathsep.join(p for p in (KIT_PARENT, env.get("PYTHONPATH")) if p)
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(name, "1")  # one core per task: the worker runs one task a thread
@@ -248,7 +257,7 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
             f.write(data)
         # A fresh grading process per submission: nothing one student's grading did
         # survives into the next one's.
-        process = GradingProcess()
+        process = GradingProcess(tmpdir=folder)
         try:
             record = process.grade(student, path, time_limit, assignment,
                                    cancelled=task_cancelled())
