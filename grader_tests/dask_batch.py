@@ -422,12 +422,13 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
                 while queue and running.count() < window():
                     student, path = queue.pop()
                     submit(student, path)
-        except BaseException:
+        except BaseException as exc:
             # Stopped (Ctrl-C, SIGTERM, SIGHUP, or a failure here): the tasks in flight are
             # cancelled, which makes each kill its grading process; wait until no worker
             # holds one. What finished is in the log and the gradebook.
             held = stop_tasks(client, list(meta))
             if held:
+                exc.tasks_still_held = held  # for the batch's last words
                 print(f"warning: after {STOP_WAIT:g} s, workers still hold cancelled tasks: "
                       + "; ".join(f"{w}: {len(k)}" for w, k in sorted(held.items())),
                       file=sys.stderr)
