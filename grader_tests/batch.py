@@ -578,7 +578,11 @@ def interrupted(args, exc):
     records = Log(log_path).records if os.path.exists(log_path) else {}
     graded = sorted(s for s, r in records.items() if r.get("report") is not None)
     what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
-    print(f"\ninterrupted ({what}): no grading process is left running. The log "
+    # On a Dask cluster, the workers confirm that they dropped the batch's tasks
+    # (dask_batch.stop_tasks); the ones they had not yet dropped are named above.
+    left = "no grading process is left running" if not getattr(exc, "tasks_still_held", None) \
+        else "some Dask workers had not yet ended their grading tasks (see the warning)"
+    print(f"\ninterrupted ({what}): {left}. The log "
           f"{log_path} holds {len(graded)} graded student(s)"
           + (f": {', '.join(graded)}" if graded else "")
           + ". Run the same command again to grade the others.", file=sys.stderr)
