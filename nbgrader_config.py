@@ -14,6 +14,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
                                    TrustedGrades)
+from grader_tests.notebook_choice import stage_chosen_notebook
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
 
@@ -112,6 +113,12 @@ c.Autograde.autograde_preprocessors = [
     JailedExecute, TrustedGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, FlagForReview, AssignLatePenalties, CheckCellMetadata,
 ]
+
+# A submission folder whose notebook was renamed (``attention (1).ipynb``) or that holds
+# several notebooks: the one with the most answered solution cells is graded, under the
+# assignment's name, with a first cell saying so and naming the others; the batch uses the
+# same rule (grader_tests/notebook_choice.py). The student's files are not changed.
+c.Autograde.pre_convert_hook = stage_chosen_notebook
 
 # --- The jail -----------------------------------------------------------------------------
 # Student code runs only in bubblewrap's jail (grader_tests/jail.py): autograde, the grade

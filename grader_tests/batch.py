@@ -48,6 +48,7 @@ import warnings
 from collections import Counter
 
 from .core import StudentTimeout, grade_id, report_dict
+from .notebook_choice import choose_notebook
 from .sandbox import graded_points
 from .submission import SubmissionError, code_of_notebook
 
@@ -59,25 +60,19 @@ EXIT_GRADING_ERRORS = 3
 def find_submission(folder, assignment=NOTEBOOK):
     """The file to grade in ``folder`` (``submitted/<student>/<assignment>``).
 
-    Prefers ``<assignment>.ipynb``; otherwise a single other notebook (a renamed copy such
-    as ``attention (1).ipynb``), then a ``.py`` file.
+    A notebook chosen by ``notebook_choice.choose_notebook`` (the one with the most answered
+    solution cells; on a tie ``<assignment>.ipynb``), the rule nbgrader's autograde applies
+    too; with no notebook, a ``.py`` file.
 
     Returns:
         ``(path or None, note or None)``: the note says what was chosen or why nothing was.
     """
     if not os.path.isdir(folder):
         return None, f"no folder {folder}"
-    exact = os.path.join(folder, f"{assignment}.ipynb")
-    if os.path.isfile(exact):
-        return exact, None
-    notebooks = sorted(p for p in glob.glob(os.path.join(folder, "*.ipynb"))
-                       if ".ipynb_checkpoints" not in p)
-    if notebooks:
-        note = f"graded {os.path.basename(notebooks[0])} (expected {assignment}.ipynb)"
-        if len(notebooks) > 1:
-            note += f"; {len(notebooks) - 1} other notebook(s) ignored"
-        return notebooks[0], note
-    scripts = sorted(glob.glob(os.path.join(folder, "*.py")))
+    choice = choose_notebook(folder, assignment)
+    if choice.path is not None:
+        return choice.path, choice.note
+    scripts = sorted(glob.glob(os.path.join(glob.escape(folder), "*.py")))
     if scripts:
         return scripts[0], f"graded the Python file {os.path.basename(scripts[0])} " \
                            f"(expected {assignment}.ipynb)"

@@ -1,8 +1,9 @@
 """Notebooks as students really hand them in, graded the same by nbgrader's autograde and
 by the batch: a solution cell duplicated, split in JupyterLab (both halves keep its
 nbgrader id), turned into markdown or raw, and an nbformat 4.4 notebook (no cell ids) with
-a hidden cell deleted. Each correct student gets full marks on both paths, a valid
-autograded notebook and feedback."""
+a hidden cell deleted; a notebook renamed, or several notebooks in one folder (the one
+with the most answered solution cells is graded, on both paths, with a note). Each correct
+student gets full marks on both paths, a valid autograded notebook and feedback."""
 
 from __future__ import annotations
 
@@ -65,6 +66,16 @@ def _variants(correct):
     return out
 
 
+# Submission folders with a renamed notebook or several notebooks: file name -> "work" (the
+# correct notebook) or "release" (the untouched release). The work is graded on both paths,
+# with a note naming what was graded and what was not.
+RENAMED = {
+    "s_renamed": {"attention (1).ipynb": "work"},
+    "s_two_renamed": {"attention (1).ipynb": "release", "attention_final.ipynb": "work"},
+    "s_work_beside_stub": {"attention.ipynb": "release", "attention_work.ipynb": "work"},
+}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
@@ -77,11 +88,18 @@ def graded(tmp_path_factory):
     correct = nbformat.read(os.path.join(ROOT, "submitted", "student_correct", "attention",
                                          "attention.ipynb"), 4)
     students = _variants(correct)
-    for student, nb in students.items():
+    files = {student: {"attention.ipynb": nb} for student, nb in students.items()}
+    released = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)
+    for student, layout in RENAMED.items():
+        files[student] = {name: correct if what == "work" else released
+                          for name, what in layout.items()}
+        students[student] = correct
+    for student, layout in files.items():
         folder = course / "submitted" / student / "attention"
         folder.mkdir(parents=True)
-        with open(folder / "attention.ipynb", "w", encoding="utf-8") as f:
-            json.dump(nb, f)  # as written, without nbformat's repairs
+        for name, nb in layout.items():
+            with open(folder / name, "w", encoding="utf-8") as f:
+                json.dump(nb, f)  # as written, without nbformat's repairs
     done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "attention",
                            "--create", "--force"], **run)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -120,3 +138,35 @@ def test_both_paths_grade_the_notebook_as_written(graded, student):
     assert (course / "feedback" / student / "attention" / "attention.html").is_file()
     if student in ("s_duplicated", "s_split", "s_markdown", "s_raw"):
         assert any("graded as" in e for e in summary[student]["errors"]), summary[student]
+
+
+@pytest.mark.parametrize("student", sorted(RENAMED))
+def test_both_paths_grade_the_notebook_with_the_most_answers(graded, student):
+    course, students, kernel, summary = graded
+    full = {k: float(v) for k, v in POINTS.items()}
+    assert kernel[student] == full, (student, kernel[student])
+    assert _scores(course, student) == full, student  # the batch wrote the same
+    work = next(name for name, what in RENAMED[student].items() if what == "work")
+    others = [name for name, what in RENAMED[student].items() if what != "work"]
+    said = " ".join(summary[student]["errors"])
+    assert work in said and all(name in said for name in others), summary[student]
+    autograded = nbformat.read(str(course / "autograded" / student / "attention" /
+                                   "attention.ipynb"), 4)
+    nbformat.validate(autograded)
+    note = autograded.cells[0].source
+    assert note.startswith("**[grading]**") and work in note, note
+    assert all(f"{name} (0 answered)" in note for name in others), note
+    feedback = (course / "feedback" / student / "attention" / "attention.html").read_text(
+        encoding="utf-8")
+    assert work in feedback
+    # nothing the student handed in is lost: their own attention.ipynb, when another
+    # notebook is graded, is kept unchanged beside the course
+    for name, what in RENAMED[student].items():
+        here = course / "submitted" / student / "attention" / name
+        if name == "attention.ipynb":
+            kept = course / ".grading_chosen" / student / "attention" / name
+            assert json.loads(kept.read_text(encoding="utf-8"))["cells"][0]["metadata"] \
+                .get("grading_note") is None
+            assert str(kept.relative_to(course)) in note, note
+        else:
+            assert here.is_file(), here

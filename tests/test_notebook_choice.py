@@ -1,0 +1,85 @@
+"""The one rule for which notebook of a submission folder is graded (both paths use it):
+most answered solution cells; on a tie the assignment's own name, then sort order; a file
+that is not a notebook counts as none answered; the kit's own staged copy never counts."""
+
+import json
+
+from grader_tests.notebook_choice import (answered_cells, choose_notebook,
+                                          stage_chosen_notebook)
+
+
+def _nb(answered, stubs):
+    cells = [{"cell_type": "code", "metadata": {"nbgrader": {"solution": True}},
+              "source": "def f():\n    return 1\n", "outputs": [], "execution_count": None}
+             for _ in range(answered)]
+    cells += [{"cell_type": "code", "metadata": {"nbgrader": {"solution": True}},
+               "source": "def g():\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+               "outputs": [], "execution_count": None} for _ in range(stubs)]
+    cells.append({"cell_type": "code", "metadata": {"nbgrader": {"grade": True}},
+                  "source": "assert True", "outputs": [], "execution_count": None})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _write(folder, name, nb):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(nb if isinstance(nb, str) else json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_answered_cells_counts_solution_cells_without_the_stub(tmp_path):
+    assert answered_cells(str(_write(tmp_path, "a.ipynb", _nb(3, 2)))) == 3
+    assert answered_cells(str(_write(tmp_path, "b.ipynb", "{not json"))) == -1
+
+
+def test_the_expected_notebook_alone_is_graded_without_a_note(tmp_path):
+    _write(tmp_path, "attention.ipynb", _nb(0, 5))
+    choice = choose_notebook(str(tmp_path), "attention")
+    assert choice.path.endswith("attention.ipynb") and choice.note is None
+
+
+def test_the_most_answered_notebook_wins_and_the_others_are_named(tmp_path):
+    _write(tmp_path, "attention.ipynb", _nb(0, 5))
+    _write(tmp_path, "attention (1).ipynb", _nb(2, 3))
+    _write(tmp_path, "attention_final.ipynb", _nb(5, 0))
+    _write(tmp_path, "broken.ipynb", "{")
+    choice = choose_notebook(str(tmp_path), "attention")
+    assert choice.path.endswith("attention_final.ipynb") and choice.answered == 5
+    assert [name for name, _ in choice.others] == ["attention (1).ipynb", "attention.ipynb",
+                                                   "broken.ipynb"]
+    assert "graded attention_final.ipynb as attention.ipynb" in choice.note
+    assert "attention (1).ipynb (2 answered)" in choice.note
+    assert "broken.ipynb (0 answered)" in choice.note
+
+
+def test_a_tie_goes_to_the_expected_name_then_to_sort_order(tmp_path):
+    _write(tmp_path, "b.ipynb", _nb(4, 1))
+    _write(tmp_path, "a.ipynb", _nb(4, 1))
+    assert choose_notebook(str(tmp_path), "attention").path.endswith("a.ipynb")
+    _write(tmp_path, "attention.ipynb", _nb(4, 1))
+    assert choose_notebook(str(tmp_path), "attention").path.endswith("attention.ipynb")
+
+
+def test_an_empty_folder_has_nothing_to_grade(tmp_path):
+    assert choose_notebook(str(tmp_path), "attention").path is None
+
+
+def test_nbgraders_hook_grades_the_same_notebook_and_loses_no_file(tmp_path):
+    folder = tmp_path / "submitted" / "s1" / "attention"
+    stub = _write(folder, "attention.ipynb", _nb(0, 5))
+    original = stub.read_text(encoding="utf-8")
+    _write(folder, "attention_work.ipynb", _nb(5, 0))
+    notebooks = [str(folder / "attention.ipynb"), str(folder / "attention_work.ipynb")]
+    stage_chosen_notebook("attention", "*", notebooks)
+    assert notebooks == [str(folder / "attention.ipynb")]
+    graded = json.loads((folder / "attention.ipynb").read_text(encoding="utf-8"))
+    assert graded["cells"][0]["metadata"]["grading_note"] is True
+    assert "attention_work.ipynb" in graded["cells"][0]["source"]
+    assert answered_cells(str(folder / "attention.ipynb")) == 5
+    kept = tmp_path / ".grading_chosen" / "s1" / "attention" / "attention.ipynb"
+    assert kept.read_text(encoding="utf-8") == original
+    # run again (a re-grade): the same notebook, the staged copy is not a candidate
+    notebooks = [str(folder / "attention.ipynb"), str(folder / "attention_work.ipynb")]
+    stage_chosen_notebook("attention", "*", notebooks)
+    assert answered_cells(notebooks[0]) == 5
+    assert choose_notebook(str(folder), "attention").path.endswith("attention_work.ipynb")
