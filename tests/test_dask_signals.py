@@ -16,6 +16,7 @@ long each took is printed (``pytest -s``).
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -41,13 +42,21 @@ ROOT_SUBMITTED = Path(ROOT) / "submitted"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 
-# Part of the example class, with different faults: enough that grading is under way on
-# both workers when the signal comes, few enough that the re-run stays short.
-STUDENTS = ("student_all_stubs", "student_correct", "student_heads_merged_wrong",
+# Part of the example class, with different faults, and a correct student whose notebook
+# takes 2 x SLOW_SECONDS to load (sorted first: its task starts at once, and it loads
+# longer than another student takes to grade, on a busy machine too): the signal comes
+# while it loads, so that its grading process ends only if the cancellation reaches it,
+# not because its grading happened to finish.
+EXAMPLES = ("student_all_stubs", "student_correct", "student_heads_merged_wrong",
             "student_mask_after_softmax")
+SLOW = "a_student_slow_to_load"
+SLOW_SECONDS = 12  # per cell, within the sandbox's limit per cell (20 s)
+STUDENTS = (SLOW,) + EXAMPLES
 # Seconds the grading processes may take to end after the coordinator is signalled (a
-# cancelled task kills its grading process within dask_batch.POLL_SECONDS of hearing of it).
-END_DEADLINE = 15.0
+# cancelled task kills its grading process within dask_batch.POLL_SECONDS of hearing of it),
+# well below what is left of the slow student's load then.
+PROMPTLY = 5.0
+END_DEADLINE = 15.0  # when the test stops waiting
 RUN_LIMIT = 600  # seconds any one command may take
 
 
@@ -69,8 +78,10 @@ def released(tmp_path_factory) -> Path:
     (sqlite) gradebook."""
     course = tmp_path_factory.mktemp("course")
     shutil.copytree(os.path.join(ROOT, "source", "attention"), course / "source" / "attention")
-    for student in STUDENTS:
+    for student in EXAMPLES:
         shutil.copytree(os.path.join(ROOT, "submitted", student), course / "submitted" / student)
+    (course / "submitted" / SLOW / "attention").mkdir(parents=True)
+    (course / "submitted" / SLOW / "attention" / "attention.ipynb").write_bytes(_slow_notebook())
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
                            "--force"], cwd=course, env=kit_env(), capture_output=True, text=True,
@@ -164,27 +175,49 @@ def _workers_hold_nothing(cluster, deadline: float) -> None:
             time.sleep(0.05)
 
 
+def _grading_in_jail(process: psutil.Process) -> bool:
+    """True for a running jail of a student's code (not the trial jail that checks the
+    machine can make one)."""
+    return _name(process) == "bwrap" and "_worker.py" in _cmdline(process) and \
+        process.is_running()
+
+
 def _under_way(cluster, until, deadline: float) -> dict[int, psutil.Process]:
-    """The workers' descendants, walked until a jail runs under a worker and ``until()``
-    holds; fails at ``deadline``."""
+    """The workers' descendants, walked until a student's code runs in a jail under a
+    worker and ``until()`` holds; fails at ``deadline``."""
     seen: dict[int, psutil.Process] = {}
     while time.monotonic() < deadline:
         seen.update(_descendants(cluster.pids))
-        if any(_name(p) == "bwrap" and p.is_running() for p in seen.values()) and until():
+        if any(_grading_in_jail(p) for p in seen.values()) and until():
             seen.update(_descendants(cluster.pids))
             return seen
         time.sleep(0.05)
     pytest.fail("grading never got under way on the workers")
 
 
-def test_a_cancelled_future_kills_its_grading_process_at_once(cluster):
-    """``client.cancel`` of a task that grades (here, a notebook whose loading sleeps 15 s):
-    its grading process and jail end within a second or so, not at the end of the load,
-    and the worker's thread is free again."""
+def _slow_notebook() -> bytes:
+    """``student_correct``'s notebook with two first cells that sleep ``SLOW_SECONDS`` each."""
     nb = nbformat.read(os.path.join(ROOT, "submitted", "student_correct", "attention",
                                     "attention.ipynb"), 4)
-    nb.cells.insert(1, nbformat.v4.new_code_cell("import time\ntime.sleep(15)"))
-    data = nbformat.writes(nb).encode()
+    for _ in range(2):
+        nb.cells.insert(1, nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLOW_SECONDS})"))
+    return nbformat.writes(nb).encode()
+
+
+def _executing(cluster, prefix: str) -> bool:
+    """True if a worker executes a task whose key starts with ``prefix``."""
+    def keys(dask_worker=None) -> list[str]:  # run on each worker
+        return [str(ts.key) for ts in dask_worker.state.executing]
+
+    with cluster.client() as client:
+        return any(k.startswith(prefix) for ks in client.run(keys).values() for k in ks)
+
+
+def test_a_cancelled_future_kills_its_grading_process_at_once(cluster):
+    """``client.cancel`` of a task that grades (a notebook whose loading sleeps
+    ``SLOW_SECONDS``): its grading process and jail end within a second or so, not at the
+    end of the load, and the worker's thread is free again."""
+    data = _slow_notebook()
     with cluster.client() as client:
         future = client.submit(dask_batch.grade_bytes, "student_slow", "attention.ipynb", data,
                                120.0, pure=False)
@@ -196,8 +229,10 @@ def test_a_cancelled_future_kills_its_grading_process_at_once(cluster):
         ended = _all_ended(cluster, seen, uids, started + END_DEADLINE)
     print(f"\ncancelled future: its {len(seen)} process(es) ended {ended - started:.2f} s "
           f"after client.cancel")
-    assert ended - started < 5.0, "the grading process ran on after its task was cancelled"
+    assert ended - started < PROMPTLY, "the grading process ran on after its task was cancelled"
     _workers_hold_nothing(cluster, time.monotonic() + 10)
+    # The killed process's copy of the submission went with the task's folder.
+    assert glob.glob(os.path.join(cluster.folder, "attention-kit-*")) == []
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP,
@@ -213,8 +248,18 @@ def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, c
         proc = subprocess.Popen(cmd, cwd=course, env=kit_env(), stdout=sink,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        # Under way: a student logged, a jail grading another one.
-        seen = _under_way(cluster, lambda: bool(_log_lines(course)), time.monotonic() + 300)
+        # Under way: a student logged, the slow one loading in its jail.
+        def loading() -> bool:
+            logged = set()
+            for line in _log_lines(course):
+                try:
+                    logged.add(json.loads(line)["student"])
+                except ValueError:  # a line being written
+                    pass
+            assert SLOW not in logged, "the slow student was graded before another one"
+            return bool(logged) and _executing(cluster, f"grade-{SLOW}-")
+
+        seen = _under_way(cluster, loading, time.monotonic() + 300)
         uids = {_uid(p) for p in seen.values()} - {os.getuid(), None}
         started = time.monotonic()
         proc.send_signal(signum)
@@ -231,8 +276,10 @@ def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, c
     print(f"\n{signal.Signals(signum).name}: the {len(seen)} grading process(es) had all "
           f"ended {ended - started:.2f} s after the signal; the coordinator exited after "
           f"{exited - started:.2f} s")
+    assert ended - started < PROMPTLY, "grading processes ran on after the batch stopped"
     _workers_hold_nothing(cluster, time.monotonic() + 10)
     assert _alive(_descendants(cluster.pids)) == []  # and none started since
+    assert glob.glob(os.path.join(cluster.folder, "attention-kit-*")) == []  # no task's files
     if signum != signal.SIGKILL:
         assert proc.returncode == 130, out[-3000:]
         assert "no grading process is left running" in out and "Run the same command" in out
@@ -255,6 +302,7 @@ def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, c
     assert sorted({r["student"] for r in records}) == sorted(STUDENTS)
     assert all(sum(r["student"] == s for r in records) == 1 for s in graded)
     expected = json.loads((ROOT_SUBMITTED / "EXPECTED.json").read_text())["students"]
+    expected[SLOW] = expected["student_correct"]
     rows = {r["student"]: r for r in json.loads((course / "summary.json").read_text())["students"]}
     from nbgrader.api import Gradebook
 
