@@ -14,6 +14,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
 
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
                                    TrustedGrades)
+from grader_tests.feedback import finish_feedback_pages
 from grader_tests.notebook_choice import stage_chosen_notebook
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
@@ -127,6 +128,11 @@ c.Autograde.pre_convert_hook = stage_chosen_notebook
 # True grades there anyway, in plain processes: the student's code then runs as you, can
 # read and write your files and reach the network. Only for code you trust.
 c.AttentionKit.allow_unjailed = False
+# The third-party modules a student's code may import when graded (Python's standard
+# library always may). An import of anything else is reported as `module-unavailable` and
+# the rest is graded; the notebooks state this list and Validate checks it (rebuild the
+# notebooks with `python tools/build_notebooks.py` after changing it).
+c.AttentionKit.allowed_modules = ["numpy", "matplotlib"]
 
 # --- Feedback ----------------------------------------------------------------------------
 
@@ -153,3 +159,7 @@ class DropHiddenTestMarkers(NbGraderPreprocessor):
 
 
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHiddenTestMarkers]
+# The feedback page is nbgrader's, finished by grader_tests/feedback.py: its summary names
+# each part by its function instead of "Test cell", and the graders' report lines wrap
+# inside the page.
+c.GenerateFeedback.post_convert_hook = finish_feedback_pages

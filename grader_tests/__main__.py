@@ -106,7 +106,7 @@ def main(argv=None):
             code_of_notebook(args.path) if not args.path.endswith(".py") else None
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
-        from .batch import course_config
+        from .config import course_config
         from .jail import JailUnavailable, use_jail
 
         try:

@@ -170,8 +170,11 @@ def main():
             spec_names = tuple(request["spec_names"])
             prepared.clear()
             try:
+                allowed = request.get("allowed_modules")
                 loaded = submission.load(request["path"], request.get("cell_time_limit"),
-                                         request.get("assignment", "attention"))
+                                         request.get("assignment", "attention"),
+                                         None if allowed is None else
+                                         tuple(str(m) for m in allowed))
                 namespace = loaded.namespace
                 errors = loaded.cell_errors
             except submission.SubmissionError as exc:

@@ -47,6 +47,7 @@ import time
 import warnings
 from collections import Counter
 
+from .config import course_config
 from .core import StudentTimeout, grade_id, report_dict
 from .notebook_choice import choose_notebook
 from .sandbox import graded_points
@@ -85,18 +86,6 @@ def sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def course_config(root, section="CourseDirectory"):
-    """``c.<section>`` of ``root/nbgrader_config.py`` as a dict (empty without the file),
-    read the way nbgrader reads it (traitlets' ``PyFileConfigLoader``), so a value
-    computed in it (the kit's absolute sqlite path) comes out as nbgrader sees it."""
-    if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
-        return {}
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    return dict(config.get(section, {}))
 
 
 def configured(root, key):

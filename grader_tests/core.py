@@ -24,6 +24,7 @@ import io
 import math
 import signal
 import sys
+import textwrap
 import threading
 import time
 import types
@@ -631,6 +632,16 @@ def peer(name: str) -> Callable:
     return isolated
 
 
+def crash_fault(exc):
+    """The fault id of an exception a student's function raised: ``module-unavailable`` for
+    an import the grading environment cannot satisfy (``ImportError`` in process, or its
+    name from the jailed process), else ``crash``."""
+    kind = getattr(exc, "type_name", type(exc).__name__)
+    if isinstance(exc, ImportError) or kind in ("ImportError", "ModuleNotFoundError"):
+        return "module-unavailable"
+    return "crash"
+
+
 def _student_error_message(name, exc):
     if type(exc).__name__ == "WorkerDied":
         return (f"the process running {name} ended during the call (sys.exit, os._exit, a "
@@ -719,7 +730,8 @@ def grade_function(name, namespace, time_limit_s=CALL_TIME_LIMIT, points=None):
                                        f"when it was called again ({type(exc).__name__}); does "
                                        f"it depend on global state, randomness or time?"))
         except (Exception, SystemExit) as exc:  # the student's own error, reported as a crash
-            results.append(CheckResult(title, False, "crash", _student_error_message(name, exc)))
+            results.append(CheckResult(title, False, crash_fault(exc),
+                                       _student_error_message(name, exc)))
         else:
             results.append(CheckResult(title, True, None, ""))
     recorded = _current["recorded"]
@@ -826,6 +838,10 @@ def report_dict(results):
     }
 
 
+# Characters of a report's message line before it is wrapped (after an 8-space indent).
+REPORT_WIDTH = 88
+
+
 def format_result(r):
     """Plain-ASCII, student-facing text of one FunctionResult."""
     passed = sum(c.passed for c in r.checks)
@@ -836,11 +852,14 @@ def format_result(r):
             lines.append(f"  PASS  {c.name}")
         else:
             lines.append(f"  FAIL  {c.name}  [{c.fault}]")
-            for part in c.message.splitlines():
-                lines.append(f"        {part}")
             trap = trap_line(c.fault)
-            if trap and trap not in c.message:
-                lines.append(f"        {trap}")
+            parts = c.message.splitlines() + ([trap] if trap and trap not in c.message else [])
+            for part in parts:
+                # long lines wrapped: a report line never runs past a page's or a
+                # terminal's right edge (short lines, such as printed arrays, kept as they are)
+                wrapped = [part] if len(part) <= REPORT_WIDTH else textwrap.wrap(
+                    part, REPORT_WIDTH, break_long_words=False, break_on_hyphens=False)
+                lines.extend(f"        {w}" for w in wrapped)
     if r.name in NOTES:
         lines.append(NOTES[r.name])
     return "\n".join(lines)

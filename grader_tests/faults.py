@@ -43,6 +43,9 @@ FAULTS = {
     "not-implemented": "the function still raises NotImplementedError, or is missing",
     "timeout": "the function did not return within its time limit",
     "crash": "the function raised an exception, exited, or killed its process",
+    "module-unavailable": "the code imports a module the grading environment does not "
+    "provide (it provides Python's standard library and the course's list, NumPy by "
+    "default)",
     "tampering": "the submission altered the grading environment",
     "other": "a check failed for a reason the graders could not name",
 }

@@ -151,10 +151,17 @@ def borrowed_reference(fn):
             return (f"its code comes from {os.path.relpath(filename, _ROOT)}, the kit's "
                     f"reference or graders, not from the submission")
         for attr in ("__wrapped__", "func", "__func__"):
-            inner = getattr(obj, attr, None)
+            try:  # a student's object may raise anything from __getattr__
+                inner = getattr(obj, attr, None)
+            except Exception:
+                inner = None
             if inner is not None:
                 stack.append(inner)
-        for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            closure = getattr(obj, "__closure__", None) or ()
+        except Exception:
+            closure = ()
+        for cell in closure:
             try:
                 value = cell.cell_contents
             except ValueError:

@@ -29,7 +29,7 @@ import numpy as np
 from solutions import attention as reference
 from solutions.training import ModelConfig
 
-from . import evidence, jail, wire
+from . import config, evidence, jail, wire
 from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, FunctionResult,
                    StudentTimeout, allowed_callees, callees, grade_namespace)
 
@@ -65,12 +65,17 @@ class Sandbox:
         path: str, the submission (notebook or ``.py``).
         memory_mb: int, address space the worker may add after start-up (0: no cap).
         load_time_limit: float, seconds the whole load may take; each cell gets a third.
+        allowed_modules: tuple of str, the third-party modules the submission may import
+            (default: ``config.allowed_modules()``, the course's list).
     """
 
     def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention",
-                 jailed=True):
+                 jailed=True, allowed_modules=None):
         self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
         self.assignment, self.jailed = assignment, jailed
+        # third-party modules the submission may import (the course's list by default)
+        self.allowed_modules = tuple(config.allowed_modules() if allowed_modules is None
+                                     else allowed_modules)
         self.proc = self.conn = None
         self.scratch = self.inside = None  # the private copy of the submission
         self.uid = None  # the jail's uid (when the grader is root)
@@ -125,7 +130,8 @@ class Sandbox:
                                            for n in graded_points(self.assignment)},
                                "assignment": self.assignment,
                                "variables": list(EXERCISE_VARIABLES),
-                               "cell_time_limit": self.load_time_limit / 3},
+                               "cell_time_limit": self.load_time_limit / 3,
+                               "allowed_modules": list(self.allowed_modules)},
                               self.load_time_limit)
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()

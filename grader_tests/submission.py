@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -192,6 +193,127 @@ def _no_op(*args, **kwargs):
     return None
 
 
+# Third-party modules a student's code may import when graded, unless the course sets
+# ``c.AttentionKit.allowed_modules`` (``config.allowed_modules``); Python's standard
+# library is always available.
+DEFAULT_ALLOWED_MODULES = ("numpy", "matplotlib")
+
+
+def is_available(module, allowed):
+    """True if the module named ``module`` (dotted or not) may be imported when graded:
+    part of Python's standard library, or its top-level name is in ``allowed``."""
+    top = module.split(".")[0]
+    return top in sys.stdlib_module_names or top in allowed
+
+
+class UnavailableModule:
+    """What a student's name for a module the grading environment does not provide is
+    bound to (``import scipy`` becomes ``scipy = UnavailableModule("scipy", ...)``): the
+    rest of the cell still runs, and any use raises ``ModuleNotFoundError`` naming the
+    module and what is provided, which the graders report as ``module-unavailable``."""
+
+    def __init__(self, module, allowed):
+        object.__setattr__(self, "_message", (
+            f"No module named {module!r} when graded: the grading environment provides "
+            f"Python's standard library and {', '.join(allowed)} only"))
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):  # introspection: a plain object
+            raise AttributeError(name)
+        raise ModuleNotFoundError(object.__getattribute__(self, "_message"))
+
+    def __call__(self, *args, **kwargs):
+        raise ModuleNotFoundError(object.__getattribute__(self, "_message"))
+
+    def __repr__(self):
+        return f"<unavailable: {object.__getattribute__(self, '_message')}>"
+
+
+class _WithoutUnavailableImports(ast.NodeTransformer):
+    """Replace each import of a module outside ``allowed``; remember the modules.
+
+    At the top level of a cell the names it would bind get ``UnavailableModule`` stand-ins,
+    so the rest of the cell runs; inside a function or a ``try`` block the import raises
+    ``ModuleNotFoundError`` there, as it would where the module is missing (a fallback in
+    ``except ImportError`` then works).
+    """
+
+    def __init__(self, allowed):
+        self.allowed = tuple(allowed)
+        self.missing = []
+        self.nested = 0
+
+    def _message(self, module):
+        return (f"No module named {module!r} when graded: the grading environment provides "
+                f"Python's standard library and {', '.join(self.allowed)} only")
+
+    def _replace(self, node, modules_and_names):
+        unavailable = [m for m, _ in modules_and_names if not is_available(m, self.allowed)]
+        if not unavailable:
+            return node
+        for module in unavailable:  # said at load time only where nothing catches it
+            if not self.nested and module not in self.missing:
+                self.missing.append(module)
+        if self.nested or not modules_and_names[0][1]:
+            raise_it = ast.Raise(ast.Call(ast.Name("ModuleNotFoundError", ast.Load()),
+                                          [ast.Constant(self._message(unavailable[0]))], []))
+            return ast.copy_location(raise_it, node)
+        out = []
+        for module, bound in modules_and_names:
+            value = ast.Call(ast.Name("__unavailable_module__", ast.Load()),
+                             [ast.Constant(module), ast.Constant(self.allowed)], [])
+            out.append(ast.copy_location(ast.Assign([ast.Name(bound, ast.Store())], value),
+                                         node))
+        return out
+
+    def _nested(self, node):
+        self.nested += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.nested -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _nested
+
+    def visit_Try(self, node):
+        self.nested += 1
+        try:
+            node.body = [self.visit(n) for n in node.body]
+            node.body = [x for n in node.body for x in (n if isinstance(n, list) else [n])]
+        finally:
+            self.nested -= 1
+        for field_name in ("handlers", "orelse", "finalbody"):
+            items = [self.visit(n) for n in getattr(node, field_name)]
+            setattr(node, field_name,
+                    [x for n in items for x in (n if isinstance(n, list) else [n])])
+        return node
+
+    visit_TryStar = visit_Try
+
+    def visit_Import(self, node):
+        return self._replace(node, [(a.name, a.asname or a.name.split(".")[0])
+                                    for a in node.names])
+
+    def visit_ImportFrom(self, node):
+        if node.level or node.module is None:
+            return node
+        if any(a.name == "*" for a in node.names):
+            return self._replace(node, [(node.module, None)])
+        return self._replace(node, [(node.module, a.asname or a.name) for a in node.names])
+
+
+def _compile_cell(source, filename, allowed):
+    """``source`` compiled with imports of unavailable modules replaced (see
+    ``UnavailableModule``; ``allowed`` None: every module allowed); the list of those
+    modules."""
+    if allowed is None:
+        return compile(source, filename, "exec"), []
+    tree = ast.parse(source, filename, "exec")
+    transformer = _WithoutUnavailableImports(allowed)
+    tree = ast.fix_missing_locations(transformer.visit(tree))
+    return compile(tree, filename, "exec"), transformer.missing
+
+
 class CellTimeout(BaseException):
     """A cell of the submission ran past its time limit while loading."""
 
@@ -200,7 +322,7 @@ def _alarm(signum, frame):
     raise CellTimeout()
 
 
-def load(path, cell_time_limit=None, assignment="attention"):
+def load(path, cell_time_limit=None, assignment="attention", allowed_modules=None):
     """Run a submission's code in a fresh namespace.
 
     Args:
@@ -211,6 +333,10 @@ def load(path, cell_time_limit=None, assignment="attention"):
             too (the constants and the model the student's functions use), the gate cell
             does not: ``require_gate`` and ``require_implemented`` are no-ops, and the
             graders bind the attention functions to the reference themselves.
+        allowed_modules: tuple of str, top-level names of the third-party modules the
+            grading environment provides (default ``config.DEFAULT_ALLOWED_MODULES``); an
+            import of anything else (the standard library aside) is not run: its names
+            are bound to ``UnavailableModule`` and the cell says so in ``cell_errors``.
 
     Returns:
         Loaded. A cell that raises is recorded in ``cell_errors`` and the next cells still
@@ -221,7 +347,7 @@ def load(path, cell_time_limit=None, assignment="attention"):
     """
     if not os.path.isfile(path):
         raise SubmissionError(f"{path}: no such file")
-    labels = {}
+    labels, given = {}, set()
     if path.endswith(".py"):
         try:
             with open(path, encoding="utf-8") as f:
@@ -232,7 +358,13 @@ def load(path, cell_time_limit=None, assignment="attention"):
         chunks = code_of_notebook(path, given=assignment == "training")
         labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
                   for i, cell in enumerate(_cells(path))}
-    namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path)}
+        given = {i for i, cell in enumerate(_cells(path))
+                 if ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("locked")
+                 and not ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("solution")}
+    allowed_modules = tuple(DEFAULT_ALLOWED_MODULES if allowed_modules is None
+                            else allowed_modules)
+    namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path),
+                 "__unavailable_module__": UnavailableModule}
     notes = [] if path.endswith(".py") else _structure_notes(_cells(path))
     if assignment == "training":
         namespace.update(require_gate=_no_op, require_implemented=_no_op)
@@ -245,7 +377,16 @@ def load(path, cell_time_limit=None, assignment="attention"):
         sink = io.StringIO()
         previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
         try:
-            code = compile(source, f"{os.path.basename(path)} cell {index}", "exec")
+            # (the release's own given cells import what they need: not judged)
+            code, missing = _compile_cell(source, f"{os.path.basename(path)} cell {index}",
+                                          None if index in given else allowed_modules)
+            if missing:
+                loaded.cell_errors.append(
+                    f"{_cell_name(index, labels)}: imports {', '.join(missing)}, which the "
+                    f"grading environment does not provide (it provides Python's standard "
+                    f"library and {', '.join(allowed_modules)}): code that uses "
+                    f"{'it' if len(missing) == 1 else 'them'} fails when graded "
+                    f"[module-unavailable]")
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                     warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -260,3 +260,53 @@ def test_student_runs_visible_tests_and_validates(lab, page, student_dir, screen
     assert "padding_mask([2, 0, 3], 3) should be" in verdict, verdict[:3000]
     assert f'before_grading("{FILLED}"' not in verdict, verdict[:3000]
     assert "Success!" not in verdict
+
+
+@pytest.fixture
+def feedback_page(tmp_path):
+    """The feedback of the example class's ``student_mask_after_softmax``, made the way an
+    instructor makes it: a course with the kit's ``nbgrader_config.py``,
+    ``generate_assignment``, ``autograde``, ``generate_feedback``."""
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "source" / "attention", course / "source" / "attention")
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    student = "student_mask_after_softmax"
+    shutil.copytree(ROOT / "submitted" / student, course / "submitted" / student)
+    env = child_env()
+    for args in (["generate_assignment", "attention", "--force"],
+                 ["autograde", "attention", "--create", "--force"],
+                 ["generate_feedback", "attention", "--force"]):
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return course / "feedback" / student / "attention" / "attention.html"
+
+
+def test_feedback_names_each_part_and_wraps_its_report_at_1280_pixels(feedback_page,
+                                                                      screenshots):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(feedback_page.as_uri())
+            toc = page.locator("#toc li a")
+            labels = [toc.nth(i).inner_text().strip() for i in range(toc.count())]
+            # every graded part by its name, in the notebook's order; no anonymous link
+            assert labels[:2] == ["softmax", "causal_mask"], labels
+            assert "scaled_dot_product_attention" in labels and "Test cell" not in labels
+            report = page.locator(".output_area pre", has_text="[mask-after-softmax]").first
+            report.scroll_into_view_if_needed()
+            assert "Re-read trap 2" in report.inner_text()
+            overflow = page.evaluate("""() => {
+                const out = [];
+                for (const pre of document.querySelectorAll('.output_area pre')) {
+                    if (pre.scrollWidth > pre.clientWidth + 1) out.push(pre.innerText.slice(0, 80));
+                    if (pre.getBoundingClientRect().right > window.innerWidth) out.push('right edge');
+                }
+                if (document.documentElement.scrollWidth > window.innerWidth) out.push('page');
+                return out;
+            }""")
+            page.screenshot(path=str(screenshots / "05_feedback_1280.png"))
+            assert overflow == [], overflow
+        finally:
+            browser.close()

@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
 
 import nbformat  # noqa: E402
 
+from grader_tests.config import allowed_modules  # noqa: E402
 from grader_tests.core import POINTS, grade_id  # noqa: E402
 from solutions import attention as reference  # noqa: E402
 from tools.notebook_cells import (BEGIN_SOLUTION, CELL_ID, END_SOLUTION,  # noqa: E402
@@ -180,7 +181,10 @@ Shape letters, used in every docstring and comment:
 * Your functions never modify their arguments, accept float32 and float64, and return the
   result type of their floating inputs (float32 in, float32 out). Where a shape starts with
   `...`, any number of leading batch axes must work.
-* NumPy and `math` only; both are imported by the setup cell.
+* NumPy and `math` are all you need; both are imported by the setup cell. Your notebook
+  is graded with Python's standard library and """ + ", ".join(
+    f"`{m}`" for m in allowed_modules(str(ROOT))) + r""" only: a function that uses another
+  module (SciPy, PyTorch...) fails when graded, and Validate says so.
 
 ### How to work
 
@@ -220,12 +224,15 @@ and the graders name them when they see them.
 SETUP = r'''
 """Setup: imports and the helpers used by the tests. Run this cell first."""
 import contextlib
+import dis
 import io
 import math
 import signal
+import sys
 import textwrap
 import threading
 import time
+import types
 import warnings
 
 import numpy as np
@@ -276,6 +283,8 @@ def rel_error(analytic, numeric, floor=1e-6):
 # so that Validate fails where a visible test fails.
 VISIBLE_CHECKS = {}
 GRADED_PARTS = __GRADED_PARTS__  # every graded part, in the notebook's order
+# The modules your notebook is graded with: Python's standard library and these.
+GRADING_MODULES = __GRADING_MODULES__
 
 
 @contextlib.contextmanager
@@ -313,6 +322,31 @@ def _lines(text, width=80):
     return "\n".join(textwrap.wrap(text, width, break_long_words=False))
 
 
+def unavailable_modules(fn):
+    """The modules ``fn`` uses (through the notebook's globals or an import in its body)
+    that the grading environment does not provide, sorted."""
+    found, codes, seen = set(), [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        modules = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
+        for global_name in code.co_names:
+            value = globals().get(global_name)
+            module = value.__name__ if isinstance(value, types.ModuleType) else \
+                getattr(value, "__module__", None)
+            if isinstance(module, str):
+                modules.append(module)
+        for module in modules:
+            top = str(module).split(".")[0]
+            if top and top not in sys.stdlib_module_names and top not in GRADING_MODULES \
+                    and top not in ("__main__", "builtins"):
+                found.add(top)
+    return sorted(found)
+
+
 def before_grading(name, *probe):
     """Why the part ``name`` cannot pass yet, or None: a stub, an exercise answer not
     assigned, or visible checks that failed (or were not run) since the setup cell.
@@ -334,6 +368,11 @@ def before_grading(name, *probe):
             return f"{name} is still the stub."
         except BaseException:
             pass
+        missing = unavailable_modules(fn)
+        if missing:
+            return (f"{name} uses {', '.join(missing)}, missing when graded:\n" + _lines(
+                f"the grading environment provides Python's standard library and "
+                f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
     else:
         missing = [v for v in probe if v not in globals()]
         if missing:
@@ -1615,7 +1654,8 @@ def build_notebook():
         parts.append(name)
         if name in EXERCISES_AFTER:
             parts.append(EXERCISES_AFTER[name][0])
-    setup = SETUP.replace("__GRADED_PARTS__", repr(tuple(parts)))
+    setup = SETUP.replace("__GRADED_PARTS__", repr(tuple(parts))).replace(
+        "__GRADING_MODULES__", repr(tuple(allowed_modules(str(ROOT)))))
     cells = [intro_cell(), locked_code("setup", setup, tags=["setup"])]
     for number, name in enumerate(reference.SPEC_FUNCTIONS, start=1):
         cells += function_cells(number, name)

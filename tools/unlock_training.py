@@ -52,7 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside tools/
     sys.path.insert(0, str(ROOT))
 
-from grader_tests.batch import alembic_on_path, course_config  # noqa: E402
+from grader_tests.batch import alembic_on_path  # noqa: E402
+from grader_tests.config import course_config  # noqa: E402
 from grader_tests.core import POINTS, grade_id  # noqa: E402
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).

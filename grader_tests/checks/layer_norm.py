@@ -24,7 +24,7 @@ from solutions import attention as ref
 
 from .. import gradcheck
 from .. import strategies as S
-from ..core import Fail, StubHit, StudentTimeout, call, check, peer
+from ..core import Fail, StubHit, StudentTimeout, call, check, crash_fault, peer
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, fmt, mutation_check, rng, unpack, worst_difference)
 
@@ -181,8 +181,10 @@ def student_cache(forward_name: str, *args: Any, **kwargs: Any) -> tuple[Any, An
         raise Fail("not-implemented", f"the backward is checked with the cache of your "
                                       f"{forward_name}, which still raises NotImplementedError.")
     except Exception as exc:
-        raise Fail("crash", f"the backward is checked with the cache of your {forward_name}, "
-                            f"which raised {type(exc).__name__}: {exc}") from None
+        raise Fail(crash_fault(exc), f"the backward is checked with the cache of your "
+                                     f"{forward_name}, which raised "
+                                     f"{getattr(exc, 'type_name', type(exc).__name__)}: {exc}") \
+            from None
     floats = [np.asarray(a).dtype for a in args if isinstance(a, np.ndarray)]
     if floats and floats[0] == np.float32:
         rtol, atol = FLOAT32_FORWARD_TOLERANCE["rtol"], FLOAT32_FORWARD_TOLERANCE["atol"]

@@ -1221,4 +1221,21 @@ BUGS = [
             weights = softmax(scores, axis=-1)
             return weights @ V, weights
         ''', "subtle: assumes self-attention; only fails when T_q != T_k"),
+
+    # ------------------------------------------------------------------ module-unavailable
+    Bug("softmax-from-scipy", "softmax", "module-unavailable", '''
+        def softmax(scores, axis=-1):
+            from scipy.special import softmax as scipy_softmax   # fine in the student's Jupyter
+            return scipy_softmax(scores, axis=axis)
+        ''', "SciPy's softmax: right where SciPy is installed, a module the grading "
+             "environment does not provide", not_faults=("crash",)),
+    Bug("layer-norm-from-torch", "layer_norm_forward", "module-unavailable", '''
+        def layer_norm_forward(x, gamma, beta, eps=1e-5):
+            import torch
+            t = torch.nn.functional.layer_norm(torch.from_numpy(x), x.shape[-1:],
+                                               torch.from_numpy(gamma), torch.from_numpy(beta), eps)
+            y = t.numpy()
+            return y, (x, gamma, beta, eps)
+        ''', "PyTorch's layer norm wrapped: a module the grading environment does not "
+             "provide", also=_LN_CACHE, not_faults=("crash",)),
 ]
