@@ -73,10 +73,16 @@ def find_submission(folder, assignment=NOTEBOOK):
     choice = choose_notebook(folder, assignment)
     if choice.path is not None:
         return choice.path, choice.note
-    scripts = sorted(glob.glob(os.path.join(glob.escape(folder), "*.py")))
+    scripts = sorted(p for p in glob.glob(os.path.join(glob.escape(folder), "*.py"))
+                     if os.path.isfile(p) and not os.path.islink(p))
     if scripts:
         return scripts[0], f"graded the Python file {os.path.basename(scripts[0])} " \
                            f"(expected {assignment}.ipynb)"
+    links = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*"))
+                   if os.path.islink(p))
+    if links:
+        return None, (f"{', '.join(links)}: a symbolic link, not a file handed in; nothing "
+                      f"to grade")
     return None, "the submission folder is empty: nothing to grade"
 
 

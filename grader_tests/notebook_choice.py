@@ -35,6 +35,8 @@ STUB = "raise NotImplementedError"
 # (``<course>/<STAGING>/<student>/<assignment>/``); the student's files are never changed.
 STAGING = ".grading_chosen"
 NOTE_MARK = "**[grading]**"
+# A notebook larger than this (bytes) is not read to count its answers: it counts as none.
+MAX_NOTEBOOK_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -66,6 +68,8 @@ def answered_cells(path: str) -> int:
         not raise ``NotImplementedError``; -1 when the file is not a readable notebook.
     """
     try:
+        if os.path.getsize(path) > MAX_NOTEBOOK_BYTES:
+            return -1
         with open(path, encoding="utf-8") as f:
             nb = json.load(f)
         count = 0
@@ -91,10 +95,11 @@ def is_grading_copy(path: str) -> bool:
 
 
 def notebooks_in(folder: str) -> list[str]:
-    """The student's ``.ipynb`` files directly in ``folder``, sorted by name (checkpoints
-    and the copies this module wrote are left out)."""
+    """The student's ``.ipynb`` files directly in ``folder``, sorted by name: regular files
+    only (a symbolic link could point at any file of the grading machine, the instructor's
+    notebook included), checkpoints and the copies this module wrote left out."""
     return sorted(p for p in glob.glob(os.path.join(glob.escape(folder), "*.ipynb"))
-                  if os.path.isfile(p) and not is_grading_copy(p))
+                  if os.path.isfile(p) and not os.path.islink(p) and not is_grading_copy(p))
 
 
 def choose_notebook(folder: str, assignment: str) -> NotebookChoice:
@@ -163,6 +168,8 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
     if not notebooks:
         return
     folder = os.path.dirname(os.path.abspath(notebooks[0]))
+    # a symbolic link is not a submission: it could point at any file of this machine
+    notebooks[:] = [p for p in notebooks if not os.path.islink(p)]
     assignment_id = os.path.basename(folder)
     student_dir = os.path.dirname(folder)
     course = os.path.dirname(os.path.dirname(student_dir))

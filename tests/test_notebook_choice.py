@@ -83,3 +83,22 @@ def test_nbgraders_hook_grades_the_same_notebook_and_loses_no_file(tmp_path):
     stage_chosen_notebook("attention", "*", notebooks)
     assert answered_cells(notebooks[0]) == 5
     assert choose_notebook(str(folder), "attention").path.endswith("attention_work.ipynb")
+
+
+def test_a_symbolic_link_is_never_chosen(tmp_path):
+    secret = _write(tmp_path / "instructor", "solution.ipynb", _nb(9, 0))
+    folder = tmp_path / "submitted" / "s1" / "attention"
+    _write(folder, "attention.ipynb", _nb(1, 8))
+    (folder / "attention_final.ipynb").symlink_to(secret)
+    choice = choose_notebook(str(folder), "attention")
+    assert choice.path.endswith("attention.ipynb") and choice.note is None
+
+
+def test_nbgraders_hook_drops_a_symbolic_link_from_what_it_grades(tmp_path):
+    secret = _write(tmp_path / "instructor", "solution.ipynb", _nb(9, 0))
+    folder = tmp_path / "submitted" / "s1" / "attention"
+    folder.mkdir(parents=True)
+    (folder / "attention.ipynb").symlink_to(secret)
+    notebooks = [str(folder / "attention.ipynb")]
+    stage_chosen_notebook("attention", "*", notebooks)
+    assert notebooks == []
