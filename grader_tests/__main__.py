@@ -3,7 +3,7 @@
     python -m grader_tests grade PATH [--json] [--only NAME ...] [--in-process]
     python -m grader_tests batch [SUBMITTED] [--workers N] ...   (see batch.py)
 
-PATH is a filled-in notebook or a ``.py`` module defining the names of SPEC section 1
+PATH is a filled-in notebook or a ``.py`` module defining the names of docs/contract.md §2
 (assignment `attention`), or a filled-in `training` notebook (recognised by its gate cell;
 ``--assignment`` overrides). Its code runs in a sandbox process (``sandbox.py``: time and
 memory limits, no access to the graders or the reference); ``--in-process`` runs it here

@@ -779,7 +779,7 @@ def _borrowed(fn, namespace):
 
     Looks at ``fn`` itself and at every global name its code (and nested code) reads:
     a module or function of ``solutions`` / ``grader_tests`` reached that way is flagged.
-    The graded names of SPEC section 1 are left out: ``isolate`` binds them to the
+    The graded names of docs/contract.md §2 are left out: ``isolate`` binds them to the
     reference for the checks anyway, and they legitimately are the reference where the
     reference stands in for them (the training notebook on the instructor's side).
     """

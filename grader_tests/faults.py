@@ -1,4 +1,4 @@
-"""The fault ids of the kit (SPEC section 5) and what each tells a student.
+"""The fault ids of the kit (docs/contract.md §5) and what each tells a student.
 
 Every failed check reports exactly one of these ids, so that a student reads what went
 wrong and an instructor can count misconceptions across a class.

@@ -5,7 +5,7 @@ notebook's hidden cells and the command line reach the same verdicts. A submissi
 exploit that: store the correct answers for those inputs, keyed by a hash of the
 arguments, and return anything at all for every other input.
 
-Every graded function with floating-point inputs is, by the contract of SPEC section 1, a
+Every graded function with floating-point inputs is, by the contract of docs/contract.md §2, a
 smooth function of them away from ties: softmax, attention, layer norm, their gradients,
 positional encodings of given positions. (Masks are boolean and integers are sizes; they
 are never touched here.) For a smooth ``f`` and a small step ``delta`` the second

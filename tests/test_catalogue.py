@@ -3,24 +3,24 @@
 Three families of tests over the example submissions of ``tests/catalogue``:
 
 (a) every buggy entry loses points in the function that carries the bug, with the
-    entry's fault id among that function's failed checks; every other SPEC function of the
+    entry's fault id among that function's failed checks; every other contract function of the
     same submission keeps full marks, except the ones the entry lists in ``also`` (which
     must then really lose points, so the list cannot go stale);
     for the few entries with ``not_faults``, ids the bug has nothing to do with are not
     reported either;
 (b) every correct entry, written differently from the reference, gets full marks on every
-    SPEC function (the exercises are not functions and are left out);
-(c) the catalogue covers every fault id of SPEC section 5 (read from
+    contract function (the exercises are not functions and are left out);
+(c) the catalogue covers every fault id of docs/contract.md §5 (read from
     ``grader_tests.faults.FAULTS``) at least twice with entries the graders get right,
     except ``tampering`` (covered by the grading-engine tests) and ``other``.
 
 Each submission is graded once, with the graders' own time limits, and the result shared
-by the tests of that entry through ``graded``. Only the SPEC functions that can run the
-entry's code are graded (``affected``): the graders grade a function with every other SPEC
+by the tests of that entry through ``graded``. Only the contract functions that can run the
+entry's code are graded (``affected``): the graders grade a function with every other contract
 name it calls bound to the reference (``grader_tests.core.isolate``), and a backward with
 the cache of the submission's own forward (``PEERS``). So the entry's functions, every
 function that calls them in the reference (where isolation is put to the test) and the
-backward of a replaced forward are graded; every other SPEC function of the submission is
+backward of a replaced forward are graded; every other contract function of the submission is
 the reference's code reaching only reference code, exactly as in the reference
 submission, which ``test_reference_submission_gets_full_marks`` grades in full, and
 ``test_*_entry_replaces_its_function*`` checks that an entry changes nothing but its own
@@ -70,7 +70,7 @@ def reference_namespace():
 
 
 def _spec_names_used(name):
-    """SPEC names the reference function ``name`` refers to (nested code included)."""
+    """contract names the reference function ``name`` refers to (nested code included)."""
     stack, used = [reference_namespace()[name].__code__], set()
     while stack:
         code = stack.pop()
@@ -85,9 +85,9 @@ USES = {name: _spec_names_used(name) for name in SPEC_FUNCTIONS}
 
 
 def affected(replaced):
-    """The SPEC functions whose grading can run code of ``replaced``: those names and,
+    """The contract functions whose grading can run code of ``replaced``: those names and,
     transitively, every function that uses one of them (calls it in the reference, or is
-    its backward). In SPEC order."""
+    its backward). In the contract order."""
     found = set(replaced)
     while True:
         more = {n for n, used in USES.items() if used & found} - found
@@ -106,14 +106,14 @@ def _entry(kind, entry_id):
 
 @functools.lru_cache(maxsize=None)
 def graded(kind, entry_id):
-    """Grade the affected SPEC functions of one catalogue submission, once per process.
+    """Grade the affected contract functions of one catalogue submission, once per process.
 
     Args:
-        kind: ``"bug"``, ``"correct"`` or ``"reference"`` (every SPEC function).
+        kind: ``"bug"``, ``"correct"`` or ``"reference"`` (every contract function).
         entry_id: the entry's id (ignored for the reference).
 
     Returns:
-        dict SPEC name -> ``grader_tests.core.FunctionResult``.
+        dict contract name -> ``grader_tests.core.FunctionResult``.
     """
     if kind == "reference":
         sources, names = [], list(SPEC_FUNCTIONS)
@@ -162,7 +162,7 @@ def _changes(namespace, label):
     """What an entry's sources did to the reference submission.
 
     Returns:
-        ``(changed, foreign)``: the SPEC names that are gone or no longer the reference's
+        ``(changed, foreign)``: the contract names that are gone or no longer the reference's
         code, and the other new or changed global names whose value is not a function
         compiled from the entry (a helper of the entry's own is fine).
     """
@@ -186,7 +186,7 @@ def _changes(namespace, label):
 @pytest.mark.parametrize("bug", _params(BUGS, "bug", gap_applies=False))
 def test_bug_entry_replaces_its_function(bug):
     """The entry's source really defines (or removes) the graded name, so the graders see
-    the bug and not the reference, and it changes no other SPEC name."""
+    the bug and not the reference, and it changes no other contract name."""
     namespace = build_namespace([bug.source], label=bug.id)
     fn = namespace.get(bug.function)
     if fn is None:
@@ -195,7 +195,7 @@ def test_bug_entry_replaces_its_function(bug):
         assert fn.__code__.co_filename == f"<{bug.id}:0>", (
             f"{bug.id}: {bug.function} still comes from {fn.__code__.co_filename}")
     changed, foreign = _changes(namespace, bug.id)
-    assert changed == {bug.function}, f"{bug.id} changes the SPEC names {sorted(changed)}"
+    assert changed == {bug.function}, f"{bug.id} changes the contract names {sorted(changed)}"
     assert foreign == set(), f"{bug.id} changes the global names {sorted(foreign)}"
 
 
@@ -208,12 +208,12 @@ def test_correct_entry_replaces_its_functions(entry):
         assert filename == f"<{entry.id}:{i}>", (
             f"{entry.id}: {name} comes from {filename}, not from the entry's source {i}")
     changed, foreign = _changes(namespace, entry.id)
-    assert changed == set(entry.sources), f"{entry.id} changes the SPEC names {sorted(changed)}"
+    assert changed == set(entry.sources), f"{entry.id} changes the contract names {sorted(changed)}"
     assert foreign == set(), f"{entry.id} changes the global names {sorted(foreign)}"
 
 
 def test_reference_submission_gets_full_marks():
-    """The baseline: the reference run as a submission, every SPEC function graded."""
+    """The baseline: the reference run as a submission, every contract function graded."""
     results = graded("reference", "reference")
     assert list(results) == list(SPEC_FUNCTIONS)
     refused = {name: r for name, r in results.items() if r.score != r.max_score}

@@ -15,7 +15,7 @@ The students (fictitious), and the one function that carries each one's trap:
 ========================================  ==================================================
 student_correct                           everything right
 student_mask_after_softmax                ``scaled_dot_product_attention`` zeroes the masked
-                                          weights after the softmax (SPEC trap 2)
+                                          weights after the softmax (trap 2, docs/contract.md §4)
 student_softmax_query_axis                ``scaled_dot_product_attention`` calls
                                           ``softmax(scores, axis=-2)``: it normalises over
                                           the queries (trap 6); ``softmax`` itself is right

@@ -1,4 +1,4 @@
-"""What attention computes under each mistake that SPEC section 5 names.
+"""What attention computes under each mistake that docs/contract.md §5 names.
 
 Pass or fail is always decided against the contract; these variants only *name* a failure:
 when a student's output equals what, say, a mask applied after the softmax would give on

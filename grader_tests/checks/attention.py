@@ -1,5 +1,5 @@
-"""Checks of ``scaled_dot_product_attention`` and ``multi_head_attention`` (SPEC sections
-1-2; traps 1-6). Both run with the reference ``softmax``, ``split_heads`` and
+"""Checks of ``scaled_dot_product_attention`` and ``multi_head_attention`` (docs/contract.md §2;
+traps 1-6). Both run with the reference ``softmax``, ``split_heads`` and
 ``merge_heads`` in place of the student's (fault isolation, ``core.isolate``)."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Checks of ``attention_forward`` and ``attention_backward``: multi-head self-attention with
-biases and its hand-written backward (SPEC sections 1-2; the softmax backward
+biases and its hand-written backward (docs/contract.md §2; the softmax backward
 ``dS = P * (dP - rowsum(dP * P))``).
 
 A backward earns its points only for being the gradient of the function the contract

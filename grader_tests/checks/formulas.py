@@ -1,5 +1,5 @@
-"""Checks of ``block_param_count`` and ``kv_cache_bytes`` against the figures of SPEC
-section 2 and against independent counts of a block's tensors."""
+"""Checks of ``block_param_count`` and ``kv_cache_bytes`` against the formulas of
+docs/contract.md §2 (items 14 and 15) and against independent counts of a block's tensors."""
 
 import numbers
 

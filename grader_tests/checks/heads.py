@@ -1,4 +1,4 @@
-"""Checks of ``split_heads`` and ``merge_heads`` (SPEC section 2; trap 3). Every value check
+"""Checks of ``split_heads`` and ``merge_heads`` (docs/contract.md §2; trap 3). Every value check
 uses h > 1 and B > 1: with h = 1 both reshape/transpose orders agree."""
 
 import numpy as np

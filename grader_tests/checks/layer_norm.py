@@ -1,5 +1,5 @@
 """Checks of ``layer_norm_forward`` and ``layer_norm_backward`` (Ba, Kiros, Hinton 2016,
-arXiv:1607.06450; the closed-form backward of SPEC section 2).
+arXiv:1607.06450; the closed-form backward of docs/contract.md §2).
 
 How a backward is graded (here and in ``attention_block``): a backward earns its points
 only for being the gradient of the function the contract defines. Each backward check

@@ -1,4 +1,4 @@
-"""Checks of ``causal_mask``, ``padding_mask`` and ``combine_masks`` (SPEC section 1;
+"""Checks of ``causal_mask``, ``padding_mask`` and ``combine_masks`` (docs/contract.md §2;
 traps 4 and 5). True means "may attend" / "real token"."""
 
 import numpy as np

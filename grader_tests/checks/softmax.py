@@ -1,4 +1,4 @@
-"""Checks of ``softmax(scores, axis=-1)`` (SPEC section 1; traps 6 and the stability rule)."""
+"""Checks of ``softmax(scores, axis=-1)`` (docs/contract.md §2; traps 6 and the stability rule)."""
 
 import contextlib
 

@@ -1,4 +1,4 @@
-"""Hidden graders of assignment `training` (SPEC section 3), registered with
+"""Hidden graders of assignment `training` (docs/contract.md §3), registered with
 ``core.check`` under their own graded names.
 
 ``POINTS_TRAINING`` holds the points of those names (they sum to 100); the engine's runner

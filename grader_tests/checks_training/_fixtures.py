@@ -2,7 +2,7 @@
 and finite differences on sampled coordinates.
 
 Every model here is small enough that a check runs in well under a second: ``d = 16``,
-4 heads, 2 layers, ``d_ff = 64``, 3 sequences of ``L = 4`` symbols (the SPEC's "tiny
+4 heads, 2 layers, ``d_ff = 64``, 3 sequences of ``L = 4`` symbols (the contract's "tiny
 2-layer model (d = 16, 3 sequences)"). Seeds are fixed, so a check sees the same inputs
 in the notebook's hidden cell and on the command line.
 """

@@ -1,6 +1,6 @@
 """Checks of ``make_batch``: the layout ``[s1 .. sL, SEP, a1 .. aL]`` shifted into inputs
 (positions 0 .. 2L-1) and targets (positions 1 .. 2L), the loss mask on the L answer
-predictions only, copy against sort, and the draw of the symbols (SPEC section 3)."""
+predictions only, copy against sort, and the draw of the symbols (docs/contract.md §3)."""
 
 import numpy as np
 

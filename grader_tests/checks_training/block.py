@@ -1,12 +1,12 @@
 """Checks of ``block_backward``: the backward pass of a pre-LN and a post-LN block, on its
-own and inside the whole model, against central differences (SPEC section 2: float64,
+own and inside the whole model, against central differences (docs/contract.md §3: float64,
 eps = 1e-6, relative error |a - n| / max(|a|, |n|) as in ``grader_tests/gradcheck.py``).
 
 The forward pass is the given ``block_forward``; the student's backward receives the
 reference attention and layer-norm functions through ``ops`` (a bug in assignment
 `attention` is not charged here). The seeds are fixed and the reference passes every
 check with a worst relative error below 1e-5: at eps = 1e-6 no central difference of
-these inputs crosses a ReLU kink (the caveat of SPEC section 2: with eps = 1e-4 some do,
+these inputs crosses a ReLU kink (the caveat of docs/contract.md §3: with eps = 1e-4 some do,
 and the check would get worse as eps grows).
 """
 

@@ -1,5 +1,5 @@
-"""Checks of ``model_param_count``: 27,253 for the reference configuration of SPEC
-section 3, and tensor-by-tensor counts of ``init_params`` for other configurations."""
+"""Checks of ``model_param_count``: 27,253 for the reference configuration of
+docs/contract.md §3, and tensor-by-tensor counts of ``init_params`` for other configurations."""
 
 import numbers
 
@@ -43,7 +43,7 @@ def count_reference(fn):
         why = hints.get(got, "count every tensor: embedding, positions, per block "
                              "4 (d^2 + d) + 2 d d_ff + d_ff + d + 4 d, final LN 2d, "
                              "W_out d V + b_out V")
-        raise Fail("param-count", f"{what} = {got:,}, expected 27,253 (SPEC section 3). "
+        raise Fail("param-count", f"{what} = {got:,}, expected 27,253 (docs/contract.md §3). "
                                   f"Likely cause: {why}.")
 
 

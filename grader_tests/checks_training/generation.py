@@ -1,6 +1,6 @@
 """Checks of ``greedy_generate`` and ``answer_accuracy``: real greedy decoding (the model
 reads its own predictions, one full forward pass per new token) and the two accuracies of
-SPEC section 3."""
+docs/contract.md §3."""
 
 import numpy as np
 

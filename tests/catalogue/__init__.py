@@ -1,5 +1,5 @@
 """Example submissions for proving the hidden graders: buggy ones (one bug each, with the
-fault id of SPEC section 5 the graders must report) and correct ones written differently
+fault id of docs/contract.md §5 the graders must report) and correct ones written differently
 from the reference (which must get full marks).
 
 A submission is built the way a student's notebook is: the reference module's source is

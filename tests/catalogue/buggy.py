@@ -3,8 +3,8 @@
 Each ``Bug`` replaces one function of the reference (``function``) by ``source``, run in
 the namespace of the reference module (``tests.catalogue.build_namespace``), so the buggy
 function calls the other, correct, functions of that namespace. The graders must take
-points from ``function`` and name ``fault`` (an id of SPEC section 5) among its failed
-checks; every other SPEC function keeps full marks, except those listed in ``also`` (each
+points from ``function`` and name ``fault`` (an id of docs/contract.md §5) among its failed
+checks; every other contract function keeps full marks, except those listed in ``also`` (each
 with the reason in a comment at the entry).
 
 ``gap``, when set, says why the graders currently get the entry wrong; the test file marks
@@ -24,11 +24,11 @@ class Bug:
 
     Attributes:
         id: str, unique, ``<function>-<what is wrong>``.
-        function: str, the SPEC function the bug lives in.
-        fault: str, the fault id of SPEC section 5 the graders must report for it.
+        function: str, the contract function the bug lives in.
+        fault: str, the fault id of docs/contract.md §5 the graders must report for it.
         source: str, Python source defining ``function`` (it may also delete a name).
         note: str, what the student did and why the contract rules it out.
-        also: tuple of str, other SPEC functions that legitimately lose points.
+        also: tuple of str, other contract functions that legitimately lose points.
         gap: str or None, why the graders currently miss or misname the bug.
         not_faults: tuple of str, fault ids the function's report must not contain (the
             bug does not do that), for entries where the graders have been seen to name one.
@@ -50,7 +50,7 @@ class Bug:
 
 
 # Forward functions whose cache a backward is graded with: the graders run the student's
-# own forward to get the cache (SPEC: the backward takes "what the forward returned"), and
+# own forward to get the cache (docs/contract.md §2: the backward takes "what the forward returned"), and
 # a backward check runs only on an input where that forward is right (a backward earns its
 # points for being the gradient of the contract's function, never of a wrong forward:
 # grader_tests/checks/layer_norm.py). So a forward bug that shows on a backward check's
@@ -102,7 +102,7 @@ BUGS = [
             out, weights = scaled_dot_product_attention(Q / math.sqrt(d), K, V, mask=mask,
                                                         scale=False)
             return merge_heads(out) @ W_O, weights
-        ''', "1/sqrt(d) instead of 1/sqrt(d_h) with heads (SPEC: scale by sqrt(d_h))"),
+        ''', "1/sqrt(d) instead of 1/sqrt(d_h) with heads (the contract: scale by sqrt(d_h))"),
     Bug("attnfwd-scale-by-sqrt-d", "attention_forward", "missing-scale", '''
         def attention_forward(x, params, n_heads, causal=True, scale=True):
             B, T, d = x.shape

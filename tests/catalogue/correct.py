@@ -2,7 +2,7 @@
 
 Each ``Correct`` replaces one or more functions of the reference (``sources``: name ->
 source, run in that order in the reference's namespace, see
-``tests.catalogue.build_namespace``). Every one must get full marks on every SPEC
+``tests.catalogue.build_namespace``). Every one must get full marks on every contract
 function: the graders check the contract, not the reference's way of meeting it.
 """
 
