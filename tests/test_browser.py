@@ -259,6 +259,7 @@ def test_student_runs_visible_tests_and_validates(lab, page, student_dir, screen
     assert f"the visible checks of {TRAPPED} fail" in verdict, verdict[:3000]
     assert "padding_mask([2, 0, 3], 3) should be" in verdict, verdict[:3000]
     assert f'before_grading("{FILLED}"' not in verdict, verdict[:3000]
+    assert f'before_grading("{STUB}"' in verdict, verdict[:3000]
     assert "Success!" not in verdict
 
 

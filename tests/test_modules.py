@@ -113,8 +113,10 @@ def test_validate_names_a_function_that_uses_a_module_not_provided():
          "def imports_inside(x):\n    import dask\n    return x\n"
          "def plain(x):\n    return np.exp(x) + math.pi\n", namespace)
     namespace["VISIBLE_CHECKS"].update(uses_global=None, imports_inside=None, plain=None)
-    said = namespace["before_grading"]("uses_global", namespace["uses_global"], 1)
+    said = namespace["before_grading"]("uses_global", 1)
     assert said and "uses nbformat" in said
-    said = namespace["before_grading"]("imports_inside", namespace["imports_inside"], 1)
+    said = namespace["before_grading"]("imports_inside", 1)
     assert said and "uses dask" in said
-    assert namespace["before_grading"]("plain", namespace["plain"], 1.0) is None
+    assert namespace["before_grading"]("plain", 1.0) is None
+    said = namespace["before_grading"]("deleted_function", 1.0)
+    assert said and "deleted_function is not defined" in said

@@ -84,9 +84,11 @@ def hidden_cell(name):
     """The autograder cell of graded name ``name``: its hidden tests call the graders."""
     slug = grade_id(name)
     if name in EXERCISE_VARIABLES:
-        probe = ", ".join(f'"{v}"' for v in EXERCISE_VARIABLES[name])
+        probe = "answers=(" + ", ".join(f'"{v}"' for v in EXERCISE_VARIABLES[name]) + ")"
     else:
-        probe = STUB_PROBES[name]
+        function, _, probe = STUB_PROBES[name].partition(", ")
+        if function != name:
+            raise ValueError(f"STUB_PROBES[{name!r}] must start with {name}")
     text = (f"# Hidden checks of {name} run when your notebook is graded.\n"
             f'problem = before_grading("{name}", {probe})\n'
             "assert problem is None, problem\n"
@@ -347,16 +349,21 @@ def unavailable_modules(fn):
     return sorted(found)
 
 
-def before_grading(name, *probe):
-    """Why the part ``name`` cannot pass yet, or None: a stub, an exercise answer not
+def before_grading(name, *args, answers=()):
+    """Why the part ``name`` cannot pass yet, or None: a function missing or still the
+    stub, one that uses a module the grading environment lacks, an exercise answer not
     assigned, or visible checks that failed (or were not run) since the setup cell.
 
-    ``probe`` is the function and small arguments to call it with (it is still the stub if
-    it raises NotImplementedError; anything else it does is for the hidden checks to judge),
-    or the names of an exercise's answer variables.
+    For a function, ``args`` are small arguments to call it with (it is still the stub if
+    it raises NotImplementedError; anything else it does is for the hidden checks to
+    judge). For an exercise, ``answers`` names its answer variables.
     """
-    if probe and callable(probe[0]):
-        fn, args = probe[0], probe[1:]
+    if not answers:
+        fn = globals().get(name)
+        if not callable(fn):
+            return f"{name} is not defined:\n" + _lines(
+                f"the notebook has no function named {name} (deleted or renamed?); names "
+                "are case-sensitive.")
         quiet = io.StringIO()
         try:
             with time_limit(2), contextlib.redirect_stdout(quiet), \
@@ -374,7 +381,7 @@ def before_grading(name, *probe):
                 f"the grading environment provides Python's standard library and "
                 f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
     else:
-        missing = [v for v in probe if v not in globals()]
+        missing = [v for v in answers if v not in globals()]
         if missing:
             return f"{name}: not answered yet.\n" + _lines(
                 f"Assign {', '.join(missing)} in the answer cell.")
@@ -1172,12 +1179,14 @@ with time_limit(5):
         f"got {np.shape(dx)}, {np.shape(dgamma)}, {np.shape(dbeta)}")
     expected = [0.2683281573, -0.3577708764, -0.0894427191, 0.1788854382]
     assert np.allclose(dx, [expected]), (
-        f"for x = [[1, 2, 3, 4]], gamma = 1, eps = 0 and dy = [[1, 0, 0, 0]], dx = r (g - mean(g) - x_hat mean(g x_hat)) "
-        f"= {expected}; got {dx}. The row sum of dx is {np.sum(dx):.3g} (must be 0: a missing mean(g) term breaks it); "
-        f"the sum of dx * x_hat is {np.sum(dx * xhat):.3g} "
-        "(must be 0 at eps = 0: a missing x_hat mean(g x_hat) term breaks it).")
+        f"for x = [[1, 2, 3, 4]], gamma = 1, eps = 0 and dy = [[1, 0, 0, 0]], dx should be {expected}; "
+        f"got {dx}. Two sums are 0 for the true dx here: the row sum of dx (yours: {np.sum(dx):.3g}), "
+        f"because shifting x does not change y, and the sum of dx * x_hat (yours: {np.sum(dx * xhat):.3g}), "
+        "because scaling x does not change y at eps = 0. Re-read the derivation above for the term that "
+        "carries each.")
     assert np.allclose(dgamma, [-1.3416407865, 0, 0, 0]) and np.allclose(dbeta, [1.0, 0, 0, 0]), (
-        f"dgamma = dy * x_hat = [-1.3416, 0, 0, 0] and dbeta = dy = [1, 0, 0, 0]; got {dgamma} and {dbeta}")
+        f"with dy = [[1, 0, 0, 0]], dgamma should be [-1.3416, 0, 0, 0] and dbeta [1, 0, 0, 0]; "
+        f"got {dgamma} and {dbeta}")
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5))                     # (B, T, d)
