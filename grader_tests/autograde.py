@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import weakref
 from typing import Any
@@ -97,7 +96,7 @@ class JailedKernelManager(AsyncKernelManager):
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
-        self._jail_parent = tempfile.mkdtemp(prefix="attention-kit-kernel-")
+        self._jail_parent = jail.scratch_folder("kernel")
         weakref.finalize(self, shutil.rmtree, self._jail_parent, True)  # a failed start too
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
@@ -220,7 +219,8 @@ class TrustedGrades(NbGraderPreprocessor):
         from .sandbox import grade_isolated, graded_points
         from .submission import assignment_of
 
-        folder = tempfile.mkdtemp(prefix="attention-kit-autograde-")
+        jail.sweep_stale_folders()  # left by graders killed before they cleaned up
+        folder = jail.scratch_folder("autograde")
         try:
             name = f"{resources.get('unique_key') or 'submission'}.ipynb"
             path = os.path.join(folder, os.path.basename(name))

@@ -408,7 +408,9 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     root = root or os.path.dirname(os.path.abspath(submitted))
     course = course_config(root)  # read once: the gradebook's URL and the course id
     course_id = course.get("course_id")
-    from .jail import JailUnavailable, use_jail
+    from .jail import JailUnavailable, sweep_stale_folders, use_jail
+
+    sweep_stale_folders()  # the copies a killed earlier run could not remove
 
     try:  # on a Dask cluster the workers' machines need the jail; here the local one does
         jailed = True if scheduler else use_jail(

@@ -369,3 +369,72 @@ def chown_for_jail(path: str) -> None:
     process is another user, so it needs the read (and, for folders, search) bits."""
     mode = 0o755 if os.path.isdir(path) else 0o644
     os.chmod(path, mode)
+
+
+# Temporary folders of the grader (a submission's private copy, a kernel's sockets) are
+# named ``attention-kit-<kind>-<pid>-<random>`` after the process that made them, so that
+# the folders of a process killed before it could clean up (SIGKILL) are found and removed
+# by the next grader (``sweep_stale_folders``).
+SCRATCH_PREFIX = "attention-kit-"
+
+
+def scratch_folder(kind: str) -> str:
+    """A new private temporary folder ``attention-kit-<kind>-<pid>-<random>`` (0700).
+
+    Args:
+        kind: a word naming what it holds (``"submission"``, ``"kernel"``).
+
+    Returns:
+        The folder's absolute path, in ``tempfile.gettempdir()``.
+    """
+    import tempfile
+
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-{os.getpid()}-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_folders(folder: str | None = None) -> list[str]:
+    """Remove the grader's temporary folders whose making process has ended.
+
+    Only folders named by ``scratch_folder`` and owned by this user are looked at; a
+    folder whose process is alive (or whose id was reused) is left.
+
+    Args:
+        folder: where to look (default ``tempfile.gettempdir()``).
+
+    Returns:
+        The paths removed.
+    """
+    import re
+    import tempfile
+
+    folder = folder or tempfile.gettempdir()
+    pattern = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}[a-z]+-(\d+)-")
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        match = pattern.match(name)
+        path = os.path.join(folder, name)
+        if not match or _alive(int(match.group(1))):
+            continue
+        try:
+            if os.lstat(path).st_uid != os.getuid() or not os.path.isdir(path) \
+                    or os.path.islink(path):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

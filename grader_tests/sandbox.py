@@ -20,7 +20,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from multiprocessing.connection import Connection
 
@@ -97,7 +96,7 @@ class Sandbox:
         """
         parent, child = socket.socketpair()
         if self.scratch is None:
-            self.scratch = tempfile.mkdtemp(prefix="attention-kit-submission-")
+            self.scratch = jail.scratch_folder("submission")
             jail.chown_for_jail(self.scratch)
             self.inside = os.path.join(self.scratch, os.path.basename(self.path))
             shutil.copyfile(self.path, self.inside)

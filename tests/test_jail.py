@@ -86,3 +86,21 @@ def test_a_console_that_cannot_show_a_character_gets_a_replacement_not_a_crash(t
                            "softmax"], capture_output=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr.decode("cp1252", "replace")[-2000:]
     assert b"? d_k" in done.stdout and b"Total: 0.00 / 10" in done.stdout
+
+
+def test_a_killed_graders_temporary_folders_are_swept_and_a_live_ones_kept(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{jail.SCRATCH_PREFIX}submission-{dead.pid}-abc"
+    stale.mkdir()
+    (stale / "attention.ipynb").write_text("{}")
+    live = tmp_path / f"{jail.SCRATCH_PREFIX}kernel-{os.getpid()}-def"
+    live.mkdir()
+    other = tmp_path / "attention-kit-notes"
+    other.mkdir()
+    removed = jail.sweep_stale_folders(str(tmp_path))
+    assert removed == [str(stale)] and not stale.exists()
+    assert live.exists() and other.exists()
