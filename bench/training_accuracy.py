@@ -17,6 +17,8 @@ decoder of SPEC section 3 (1500 steps of batch 32, Adam at 3e-3) with each path:
 * ``ref64``, ``ref32``: ``solutions.training.train`` on the plain reference functions
   (``reference_ops``) in float64 and float32;
 * ``fast32``: ``train`` on ``fast_ops`` in float32, what the kit benchmarks and runs;
+* ``fast64`` (only when asked for): ``fast_ops`` in float64, to separate the kernels from
+  the precision;
 
 and evaluates greedy generation of the ``L`` answers of 500 test sequences. The runs go
 seed by seed, every path for a seed before the next, so that a change of machine load
@@ -65,6 +67,7 @@ import training_lesson_recipe as lesson_recipe
 from solutions import training
 
 PATHS = ("lesson64", "ref64", "ref32", "fast32")
+EXTRA_PATHS = ("fast64",)   # on request only: the fast kernels in float64 (an ablation)
 BASELINE = "lesson64"
 
 # Student's t quantile t(0.975, df) for df = 1 .. 30 (standard tables); above 30 the
@@ -136,8 +139,8 @@ def run_one(path: str, task: str, L: int, seed: int, steps: int) -> dict:
     if path == "lesson64":
         result = lesson_recipe.train(task, L, seed, steps=steps)
     else:
-        ops = training.fast_ops() if path == "fast32" else training.reference_ops()
-        dtype = np.float64 if path == "ref64" else np.float32
+        ops = training.fast_ops() if path.startswith("fast") else training.reference_ops()
+        dtype = np.float64 if path.endswith("64") else np.float32
         result = training.train(task, L, seed, ops, steps=steps, dtype=dtype)
     return {"path": path, "task": task, "L": L, "seed": seed, "steps": steps,
             "token_acc": result["token_acc"], "seq_acc": result["seq_acc"],
@@ -153,10 +156,12 @@ def report(records: list, paths=PATHS) -> str:
         by_path = {p: sorted((r for r in records if (r["task"], r["L"], r["path"]) == (task, L, p)),
                              key=lambda r: r["seed"]) for p in paths}
         seeds = sorted({r["seed"] for p in paths for r in by_path[p]})
-        lines.append(f"\n{task}, L = {L}: seeds {_seed_span(seeds)}; 95 % t-interval of the mean; "
-                     f"difference from {BASELINE} with its 95 % Welch interval")
-        lines.append(f"{'path':9s} {'n':>3s}  {'token: mean  min   95% interval':31s}  "
-                     f"{'sequence: mean  min   95% interval':34s}  {'seq - ' + BASELINE:24s} "
+        lines.append(f"\n{task}, L = {L}, seeds {_seed_span(seeds)}: mean, minimum and 95 % t-interval "
+                     f"of the mean over the seeds; CPU seconds per run and ratio to {BASELINE}")
+        lines.append(f"{'':14s}{'token accuracy':^28s}  {'sequence accuracy':^28s}  "
+                     f"{'sequence, minus ' + BASELINE:^26s}")
+        lines.append(f"{'path':9s} {'n':>3s}  {'mean':>6s} {'min':>6s} {'95 % interval':>14s}  "
+                     f"{'mean':>6s} {'min':>6s} {'95 % interval':>14s}  {'difference, 95 % Welch':>26s}  "
                      f"{'cpu s':>6s} {'ratio':>6s}")
         base = by_path.get(BASELINE) or []
         base_cpu = np.mean([r["cpu"] for r in base]) if base else float("nan")
@@ -173,9 +178,9 @@ def report(records: list, paths=PATHS) -> str:
                 diff, low, high = welch_interval(seq, [r["seq_acc"] for r in base])
                 versus = f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
             cpu = np.mean([r["cpu"] for r in runs])
-            lines.append(f"{p:9s} {len(runs):3d}  {tm:.3f} {min(token):.3f} [{tl:.3f}, {th:.3f}]"
-                         f"        {sm:.3f} {min(seq):.3f} [{sl:.3f}, {sh:.3f}]            "
-                         f"{versus:24s} {cpu:6.1f} {cpu / base_cpu:6.2f}")
+            lines.append(f"{p:9s} {len(runs):3d}  {tm:6.3f} {min(token):6.3f} [{tl:.3f}, {th:.3f}]  "
+                         f"{sm:6.3f} {min(seq):6.3f} [{sl:.3f}, {sh:.3f}]  {versus:>26s}  "
+                         f"{cpu:6.1f} {cpu / base_cpu:6.2f}")
     return "\n".join(lines)
 
 
@@ -222,7 +227,8 @@ def main(argv=None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--tasks", default="copy,sort")
     parser.add_argument("--lengths", default="4,6,8")
-    parser.add_argument("--paths", default=",".join(PATHS), help=f"any of {','.join(PATHS)}")
+    parser.add_argument("--paths", default=",".join(PATHS),
+                        help=f"any of {','.join(PATHS + EXTRA_PATHS)}")
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--jsonl", type=Path, default=None,
                         help="append every run to this file; runs already in it are not repeated")
@@ -236,10 +242,11 @@ def main(argv=None) -> int:
 
     tasks = args.tasks.split(",")
     lengths = [int(x) for x in args.lengths.split(",")]
-    paths = [p for p in PATHS if p in args.paths.split(",")]
-    unknown = set(args.paths.split(",")) - set(PATHS)
+    paths = [p for p in PATHS + EXTRA_PATHS if p in args.paths.split(",")]
+    unknown = set(args.paths.split(",")) - set(PATHS + EXTRA_PATHS)
     if unknown:
-        parser.error(f"unknown path(s) {sorted(unknown)}: choose among {','.join(PATHS)}")
+        parser.error(f"unknown path(s) {sorted(unknown)}: choose among "
+                     f"{','.join(PATHS + EXTRA_PATHS)}")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     records = []
     if args.jsonl is not None and args.jsonl.exists():
