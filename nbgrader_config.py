@@ -13,8 +13,8 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     SaveAutoGrades)
 
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
-                                   TrustedGrades)
-from grader_tests.feedback import finish_feedback_pages
+                                   NoteChosenNotebook, TrustedGrades)
+from grader_tests.feedback import SanitizeStudentMarkdown, finish_feedback_pages
 from grader_tests.notebook_choice import stage_chosen_notebook
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
@@ -111,14 +111,15 @@ c.Autograde.sanitize_preprocessors = [
 # the grader flagged waits for review (FlagForReview: notebook flagged, hidden cells
 # needing a manual grade, the training gate closed).
 c.Autograde.autograde_preprocessors = [
-    JailedExecute, TrustedGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    NoteChosenNotebook, JailedExecute, TrustedGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, FlagForReview, AssignLatePenalties, CheckCellMetadata,
 ]
 
 # A submission folder whose notebook was renamed (``attention (1).ipynb``) or that holds
 # several notebooks: the one with the most answered solution cells is graded, under the
-# assignment's name, with a first cell saying so and naming the others; the batch uses the
-# same rule (grader_tests/notebook_choice.py). The student's files are not changed.
+# assignment's name, with a first cell saying so and naming the others (NoteChosenNotebook);
+# the batch uses the same rule (grader_tests/notebook_choice.py). Nothing handed in is
+# lost: a file the hook must displace, and symbolic links, go to .grading_chosen/.
 c.Autograde.pre_convert_hook = stage_chosen_notebook
 
 # --- The jail -----------------------------------------------------------------------------
@@ -158,8 +159,12 @@ class DropHiddenTestMarkers(NbGraderPreprocessor):
         return cell, resources
 
 
-c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHiddenTestMarkers]
+c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHiddenTestMarkers,
+                                    SanitizeStudentMarkdown]
 # The feedback page is nbgrader's, finished by grader_tests/feedback.py: its summary names
 # each part by its function instead of "Test cell", and the graders' report lines wrap
 # inside the page.
 c.GenerateFeedback.post_convert_hook = finish_feedback_pages
+# What a student wrote is shown as text, never run as a page's script: markdown, displayed
+# HTML and outputs of the notebook are sanitised in the feedback page (and the formgrader).
+c.HTMLExporter.sanitize_html = True

@@ -267,6 +267,21 @@ class TrustedGrades(NbGraderPreprocessor):
         return nb, resources
 
 
+class NoteChosenNotebook(NbGraderPreprocessor):
+    """Open the autograded notebook with the note of ``notebook_choice`` (which notebook of
+    the submission folder was graded, which were not, what was set aside), when there is
+    one: the feedback then says it."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        from .notebook_choice import note_cell, read_note
+
+        folder = (resources.get("metadata") or {}).get("path")
+        note = read_note(folder) if folder else None
+        if note and not (nb.cells and nb.cells[0].get("metadata", {}).get("grading_note")):
+            nb.cells.insert(0, nbformat.from_dict(note_cell(note, nb.get("nbformat_minor", 0))))
+        return nb, resources
+
+
 class FlagForReview(NbGraderPreprocessor):
     """After ``SaveAutoGrades``: a flagged submission waits for the instructor."""
 

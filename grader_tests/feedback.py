@@ -14,6 +14,9 @@ import html
 import os
 import re
 
+from nbconvert.filters import clean_html
+from nbgrader.preprocessors import NbGraderPreprocessor
+
 MARK = "attention-kit-feedback"  # a page carrying it was finished already
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
          "div.output_area pre, div.output_subarea pre, div.output_text pre,\n"
@@ -76,3 +79,24 @@ def finish_feedback_pages(assignment: str | None = None, student: str | None = N
                 with open(page + ".partial", "w", encoding="utf-8") as f:
                     f.write(finished)
                 os.replace(page + ".partial", page)
+
+
+class SanitizeStudentMarkdown(NbGraderPreprocessor):
+    """Feedback only: the markdown a student wrote is shown as text where it holds HTML.
+
+    nbgrader's feedback template renders markdown cells without nbconvert's sanitiser, so a
+    ``<script>`` in a student's markdown cell would run in the page the student and the
+    instructor open. Every markdown cell that is not the release's own (locked) text has
+    its HTML escaped (``nbconvert.filters.clean_html``) and ``javascript:`` links disarmed;
+    markdown itself (emphasis, lists, quotes, math) still renders. Outputs are sanitised
+    by ``c.HTMLExporter.sanitize_html``.
+    """
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.get("metadata", {})
+        if cell.cell_type == "markdown" and not (meta.get("nbgrader") or {}).get("locked") \
+                and not meta.get("grading_note"):
+            text = clean_html(cell.source)
+            text = re.sub(r"(?m)^(\s*)&gt;", r"\1>", text)  # quotes stay quotes
+            cell.source = re.sub(r"(?i)javascript\s*:", "blocked:", text)
+        return cell, resources

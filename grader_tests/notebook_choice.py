@@ -13,27 +13,35 @@ copy a browser download makes), or several notebooks (their work in
 ``batch`` applies it through ``choose_notebook``; nbgrader's ``autograde`` through
 ``stage_chosen_notebook``, configured as its ``pre_convert_hook`` in
 ``nbgrader_config.py``. The note saying what was chosen, and which notebooks were not
-graded, goes to the batch summary and, on nbgrader's path, into the graded notebook as a
-first markdown cell, which the feedback shows.
+graded, goes to the batch summary and, on nbgrader's path, into the autograded notebook as
+a first markdown cell (``autograde.NoteChosenNotebook``), which the feedback shows.
 
-nbgrader grades only ``submitted/<student>/<assignment>/<assignment>.ipynb``, so on its
-path the chosen notebook is copied there, with the note (a copy the rule then leaves out
-of its choice). A student's own ``<assignment>.ipynb`` that is not the chosen one is first
-moved, unchanged, to ``<course>/.grading_chosen/<student>/<assignment>/``.
+nbgrader grades only ``submitted/<student>/<assignment>/<assignment>.ipynb``. When the
+chosen notebook has another name, the hook copies it there; a student's own file of that
+name is first moved, unchanged, to ``<course>/.grading_chosen/<student>/<assignment>/``,
+where the kit also keeps the digests of the copies it wrote (so that a copy is never
+mistaken for the student's work, and nothing in a notebook can pass for a copy) and the
+note. Symbolic links in the submission folder are moved there too: nbgrader would copy
+the files they point at into the grading folder.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import html
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 
 STUB = "raise NotImplementedError"
 # Where nbgrader's path puts the chosen notebook under the expected name, per course
 # (``<course>/<STAGING>/<student>/<assignment>/``); the student's files are never changed.
 STAGING = ".grading_chosen"
+COPIES = "copies.json"   # in the staging folder: digests of the copies the kit wrote
+NOTE = "note.md"         # in the staging folder: the note of the last choice
 NOTE_MARK = "**[grading]**"
 # A notebook larger than this (bytes) is not read to count its answers: it counts as none.
 MAX_NOTEBOOK_BYTES = 256 * 2**20
@@ -84,13 +92,43 @@ def answered_cells(path: str) -> int:
         return -1
 
 
-def is_grading_copy(path: str) -> bool:
-    """True if ``path`` is a notebook this module wrote (its first cell is the note)."""
+def staging_of(folder: str) -> str:
+    """``<course>/.grading_chosen/<student>/<assignment>`` for the submission folder
+    ``<course>/submitted/<student>/<assignment>``."""
+    folder = os.path.abspath(folder)
+    student_dir = os.path.dirname(folder)
+    course = os.path.dirname(os.path.dirname(student_dir))
+    return os.path.join(course, STAGING, os.path.basename(student_dir),
+                        os.path.basename(folder))
+
+
+def _digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _copies(folder: str) -> set[str]:
+    """Digests of the copies the kit wrote into ``folder`` (its staging manifest)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            cells = json.load(f).get("cells") or [{}]
-        return bool((cells[0].get("metadata") or {}).get("grading_note"))
-    except (OSError, ValueError, AttributeError, TypeError, IndexError):
+        with open(os.path.join(staging_of(folder), COPIES), encoding="utf-8") as f:
+            return set(json.load(f))
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def is_grading_copy(path: str) -> bool:
+    """True if ``path`` is the copy the kit wrote into its folder: it bears the folder's
+    ``<assignment>.ipynb`` name (the only name the kit writes) and, byte for byte, a digest
+    of the folder's staging manifest, out of the student's reach."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(path) != f"{os.path.basename(folder)}.ipynb":
+        return False
+    try:
+        return not os.path.islink(path) and _digest(path) in _copies(folder)
+    except OSError:
         return False
 
 
@@ -134,18 +172,49 @@ def choose_notebook(folder: str, assignment: str) -> NotebookChoice:
     return NotebookChoice(path, answered, others, "; ".join(said) + ".")
 
 
-def _with_note(path: str, note: str, out: str) -> None:
-    """Write the notebook ``path`` to ``out`` with ``note`` as a first markdown cell."""
-    with open(path, encoding="utf-8") as f:
-        nb = json.load(f)
+def note_cell(note: str, nbformat_minor: int = 5) -> dict:
+    """The markdown cell that opens an autograded notebook with ``note`` (file names shown
+    as text: the note is HTML-escaped)."""
     cell = {"cell_type": "markdown", "metadata": {"grading_note": True},
-            "source": f"{NOTE_MARK} {note[0].upper()}{note[1:]}"}
-    if (nb.get("nbformat"), nb.get("nbformat_minor", 0)) >= (4, 5):
+            "source": f"{NOTE_MARK} {html.escape(note[0].upper() + note[1:])}"}
+    if nbformat_minor >= 5:
         cell["id"] = "grading-note"
-    nb["cells"] = [cell] + list(nb.get("cells", []))
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(nb, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+    return cell
+
+
+def read_note(folder: str) -> str | None:
+    """The note the hook left for the submission folder ``folder``, or None."""
+    try:
+        with open(os.path.join(staging_of(folder), NOTE), encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _unique(path: str) -> str:
+    base, ext = os.path.splitext(path)
+    number = 1
+    while os.path.lexists(path):
+        number += 1
+        path = f"{base} ({number}){ext}"
+    return path
+
+
+def _links_aside(folder: str, staging: str) -> list[str]:
+    """Move every symbolic link under ``folder`` (the links themselves) to
+    ``staging/links``; their paths relative to ``folder``."""
+    moved = []
+    for here, dirs, files in os.walk(folder):
+        for name in sorted(dirs + files):
+            path = os.path.join(here, name)
+            if os.path.islink(path):
+                relative = os.path.relpath(path, folder)
+                kept = _unique(os.path.join(staging, "links", relative))
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                os.rename(path, kept)
+                moved.append(relative)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+    return moved
 
 
 def stage_chosen_notebook(assignment: str | None = None, student: str | None = None,
@@ -155,11 +224,12 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
 
     nbgrader passes the notebooks it found in ``submitted/<student>/<assignment>/`` (its
     ``assignment`` and ``student`` arguments are the command's patterns, so the folder is
-    read from the paths). When the folder holds only ``<assignment>.ipynb`` nothing
-    changes. Otherwise the chosen notebook is written, with the note as its first cell, to
-    ``<assignment>.ipynb`` in that folder, after moving a student's own file of that name
-    (not the chosen one) to ``<course>/.grading_chosen/<student>/<assignment>/``; and
-    ``notebooks`` becomes that one path.
+    read from the paths). Symbolic links are moved to the staging folder. When the chosen
+    notebook has another name than ``<assignment>.ipynb``, it is copied to that name
+    (written to a new private file, then renamed over), after moving a student's own file
+    of that name to the staging folder. The note is kept for ``NoteChosenNotebook``.
+    ``notebooks`` becomes the one path to grade. If any step fails, ``notebooks`` keeps
+    nbgrader's own list (less symbolic links) and the student's files are as they were.
 
     Args:
         assignment, student: ignored (nbgrader's patterns).
@@ -168,28 +238,41 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
     if not notebooks:
         return
     folder = os.path.dirname(os.path.abspath(notebooks[0]))
-    # a symbolic link is not a submission: it could point at any file of this machine
-    notebooks[:] = [p for p in notebooks if not os.path.islink(p)]
+    staging = staging_of(folder)
     assignment_id = os.path.basename(folder)
-    student_dir = os.path.dirname(folder)
-    course = os.path.dirname(os.path.dirname(student_dir))
-    choice = choose_notebook(folder, assignment_id)
-    if choice.path is None or choice.note is None:
-        return
+    course = os.path.dirname(os.path.dirname(os.path.dirname(staging)))
     target = os.path.join(folder, f"{assignment_id}.ipynb")
-    if os.path.exists(target) and not is_grading_copy(target) and \
-            os.path.abspath(choice.path) != os.path.abspath(target):
-        aside = os.path.join(course, STAGING, os.path.basename(student_dir), assignment_id)
-        os.makedirs(aside, exist_ok=True)
-        kept = os.path.join(aside, f"{assignment_id}.ipynb")
-        number = 1
-        while os.path.exists(kept):
-            number += 1
-            kept = os.path.join(aside, f"{assignment_id} ({number}).ipynb")
-        shutil.move(target, kept)
-        choice.note = (choice.note[:-1] + f"; the {assignment_id}.ipynb handed in is kept "
-                       f"unchanged at {os.path.relpath(kept, course)}.")
-    staged = target + ".partial"
-    _with_note(choice.path, choice.note, staged)
-    os.replace(staged, target)
-    notebooks[:] = [target]
+    temporary = None
+    try:
+        os.makedirs(staging, exist_ok=True)
+        links = _links_aside(folder, staging)
+        notebooks[:] = [p for p in notebooks if os.path.isfile(p) and not os.path.islink(p)]
+        choice = choose_notebook(folder, assignment_id)
+        said = [choice.note] if choice.note else []
+        if choice.path is not None and os.path.abspath(choice.path) != target:
+            descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".grading-",
+                                                     suffix=".tmp")
+            with os.fdopen(descriptor, "wb") as out, open(choice.path, "rb") as f:
+                shutil.copyfileobj(f, out)
+            if os.path.lexists(target) and not is_grading_copy(target):
+                kept = _unique(os.path.join(staging, f"{assignment_id}.ipynb"))
+                shutil.move(target, kept)
+                said.append(f"the {assignment_id}.ipynb handed in is kept unchanged at "
+                            f"{os.path.relpath(kept, course)}")
+            copies = _copies(folder) | {_digest(temporary)}
+            os.replace(temporary, target)
+            temporary = None
+            with open(os.path.join(staging, COPIES), "w", encoding="utf-8") as f:
+                json.dump(sorted(copies), f)
+        if links:
+            said.append("symbolic links are not graded and were set aside: "
+                        + ", ".join(links))
+        with open(os.path.join(staging, NOTE), "w", encoding="utf-8") as f:
+            f.write("; ".join(s.rstrip(".") for s in said) + "." if said else "")
+        if choice.path is not None:
+            notebooks[:] = [target]
+    except Exception:
+        if temporary is not None and os.path.exists(temporary):
+            os.remove(temporary)
+        notebooks[:] = [p for p in notebooks if not os.path.islink(p)]
+        raise

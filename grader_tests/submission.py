@@ -254,12 +254,19 @@ class _WithoutUnavailableImports(ast.NodeTransformer):
         for module in unavailable:  # said at load time only where nothing catches it
             if not self.nested and module not in self.missing:
                 self.missing.append(module)
+        out = []
+        if isinstance(node, ast.Import):  # ``import numpy as np, scipy``: numpy still imported
+            kept = [alias for alias, (module, _) in zip(node.names, modules_and_names)
+                    if is_available(module, self.allowed)]
+            if kept:
+                out.append(ast.copy_location(ast.Import(names=kept), node))
         if self.nested or not modules_and_names[0][1]:
             raise_it = ast.Raise(ast.Call(ast.Name("ModuleNotFoundError", ast.Load()),
                                           [ast.Constant(self._message(unavailable[0]))], []))
-            return ast.copy_location(raise_it, node)
-        out = []
+            return out + [ast.copy_location(raise_it, node)]
         for module, bound in modules_and_names:
+            if is_available(module, self.allowed):
+                continue
             value = ast.Call(ast.Name("__unavailable_module__", ast.Load()),
                              [ast.Constant(module), ast.Constant(self.allowed)], [])
             out.append(ast.copy_location(ast.Assign([ast.Name(bound, ast.Store())], value),

@@ -40,3 +40,20 @@ def test_report_lines_are_wrapped_without_losing_a_word():
     assert all(len(line) <= 8 + REPORT_WIDTH for line in body), body
     assert " ".join(line.strip() for line in body[:-1]).split() == message.split()
     assert body[-1].strip().startswith("Re-read trap 2")
+
+
+def test_a_students_markdown_is_shown_as_text_where_it_holds_html():
+    import nbformat
+
+    from grader_tests.feedback import SanitizeStudentMarkdown
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("## Intro <b>given</b>",
+                                              metadata={"nbgrader": {"locked": True}}),
+                nbformat.v4.new_markdown_cell("**mine** <script>window.X=1</script>\n"
+                                              "> a quote, [x](JavaScript:alert(1)), $a<b$")]
+    out, _ = SanitizeStudentMarkdown().preprocess(nb, {})
+    assert out.cells[0].source == "## Intro <b>given</b>"    # the release's own text
+    mine = out.cells[1].source
+    assert "<script" not in mine and "&lt;script&gt;" in mine and "**mine**" in mine
+    assert "\n> a quote" in mine and "javascript:" not in mine.lower()

@@ -3,9 +3,10 @@ most answered solution cells; on a tie the assignment's own name, then sort orde
 that is not a notebook counts as none answered; the kit's own staged copy never counts."""
 
 import json
+import os
 
-from grader_tests.notebook_choice import (answered_cells, choose_notebook,
-                                          stage_chosen_notebook)
+from grader_tests.notebook_choice import (answered_cells, choose_notebook, note_cell,
+                                          read_note, stage_chosen_notebook)
 
 
 def _nb(answered, stubs):
@@ -68,21 +69,43 @@ def test_nbgraders_hook_grades_the_same_notebook_and_loses_no_file(tmp_path):
     folder = tmp_path / "submitted" / "s1" / "attention"
     stub = _write(folder, "attention.ipynb", _nb(0, 5))
     original = stub.read_text(encoding="utf-8")
-    _write(folder, "attention_work.ipynb", _nb(5, 0))
+    work = _write(folder, "attention_work.ipynb", _nb(5, 0))
     notebooks = [str(folder / "attention.ipynb"), str(folder / "attention_work.ipynb")]
     stage_chosen_notebook("attention", "*", notebooks)
     assert notebooks == [str(folder / "attention.ipynb")]
-    graded = json.loads((folder / "attention.ipynb").read_text(encoding="utf-8"))
-    assert graded["cells"][0]["metadata"]["grading_note"] is True
-    assert "attention_work.ipynb" in graded["cells"][0]["source"]
-    assert answered_cells(str(folder / "attention.ipynb")) == 5
+    # the graded file is the work, byte for byte; the note waits for the autograded copy
+    assert (folder / "attention.ipynb").read_bytes() == work.read_bytes()
+    note = read_note(str(folder))
+    assert "graded attention_work.ipynb as attention.ipynb" in note
     kept = tmp_path / ".grading_chosen" / "s1" / "attention" / "attention.ipynb"
     assert kept.read_text(encoding="utf-8") == original
-    # run again (a re-grade): the same notebook, the staged copy is not a candidate
-    notebooks = [str(folder / "attention.ipynb"), str(folder / "attention_work.ipynb")]
-    stage_chosen_notebook("attention", "*", notebooks)
-    assert answered_cells(notebooks[0]) == 5
-    assert choose_notebook(str(folder), "attention").path.endswith("attention_work.ipynb")
+    assert ".grading_chosen/s1/attention/attention.ipynb" in note
+    # run again (a re-grade): the same notebook; the kit's copy is never a candidate
+    for _ in range(2):
+        notebooks = [str(folder / "attention.ipynb"), str(folder / "attention_work.ipynb")]
+        stage_chosen_notebook("attention", "*", notebooks)
+        assert answered_cells(notebooks[0]) == 5
+        assert choose_notebook(str(folder), "attention").path.endswith("attention_work.ipynb")
+    assert kept.read_text(encoding="utf-8") == original
+
+
+def test_the_students_own_best_notebook_is_graded_in_place_run_after_run(tmp_path):
+    folder = tmp_path / "submitted" / "s2" / "attention"
+    best = _write(folder, "attention.ipynb", _nb(3, 0))
+    before = best.read_bytes()
+    _write(folder, "attention (1).ipynb", _nb(0, 3))
+    for _ in range(3):
+        notebooks = [str(folder / "attention.ipynb"), str(folder / "attention (1).ipynb")]
+        stage_chosen_notebook("attention", "*", notebooks)
+        assert notebooks == [str(folder / "attention.ipynb")]
+        assert best.read_bytes() == before
+    assert "not graded: attention (1).ipynb (0 answered)" in read_note(str(folder))
+
+
+def test_a_note_shows_file_names_as_text():
+    cell = note_cell("not graded: <img src=x onerror=alert(1)>.ipynb (0 answered).")
+    assert "<img" not in cell["source"] and "&lt;img" in cell["source"]
+    assert cell["metadata"]["grading_note"] is True
 
 
 def test_a_symbolic_link_is_never_chosen(tmp_path):
@@ -102,3 +125,8 @@ def test_nbgraders_hook_drops_a_symbolic_link_from_what_it_grades(tmp_path):
     notebooks = [str(folder / "attention.ipynb")]
     stage_chosen_notebook("attention", "*", notebooks)
     assert notebooks == []
+    # the link itself is set aside (nbgrader would copy what it points at), the target kept
+    assert not os.path.lexists(folder / "attention.ipynb")
+    assert os.path.islink(tmp_path / ".grading_chosen" / "s1" / "attention" / "links" /
+                          "attention.ipynb")
+    assert answered_cells(str(secret)) == 9
