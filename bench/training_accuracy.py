@@ -9,7 +9,8 @@ Not a timed test: it prints numbers to read. Run from the repository root, on on
     python bench/training_accuracy.py --kv-cache                      # the KV cache's speed-up
 
 For each task (copy, sort), length ``L`` (4, 6, 8) and seed (0 .. N-1) it trains the
-decoder of SPEC section 3 (1500 steps of batch 32, Adam at 3e-3) with each path:
+decoder of the `training` assignment (docs/contract.md, section 3; 1500 steps of batch 32,
+Adam at 3e-3) with each path:
 
 * ``lesson64``: ``bench/training_lesson_recipe.py``, the lesson's recipe written
   independently of the kit, float64 (one generator for the weights, then the batches;

@@ -1,9 +1,10 @@
 """The lesson's training recipe, written independently of ``solutions/training.py``.
 
 A float64 baseline for ``bench/training_accuracy.py`` and ``bench/training_bench.py``: the
-decoder of SPEC section 3 trained the way the lesson trains it, in plain NumPy with one
-array operation per formula (no fused projections, no flattened parameters), so that its
-CPU time is that of a straightforward implementation and its accuracy that of the recipe:
+decoder of the `training` assignment (docs/contract.md, section 3) trained the way the
+lesson trains it, in plain NumPy with one array operation per formula (no fused
+projections, no flattened parameters), so that its CPU time is that of a straightforward
+implementation and its accuracy that of the recipe:
 
 * one ``numpy.random.Generator`` seeded with ``seed`` draws the initial weights (token
   embedding, position table, then per block ``W_Q, W_K, W_V, W_O, W1, W2``, then
@@ -83,7 +84,8 @@ def _norm(x, g, c, eps=1e-5):
 
 
 def _norm_back(dy, saved):
-    """Closed-form layer-norm backward (SPEC section 2); returns ``(dx, dg, dc)``."""
+    """Closed-form layer-norm backward (docs/contract.md, section 2,
+    ``layer_norm_backward``); returns ``(dx, dg, dc)``."""
     xhat, inv, g = saved
     dxh = dy * g
     dx = inv * (dxh - dxh.mean(-1, keepdims=True) - xhat * (dxh * xhat).mean(-1, keepdims=True))

@@ -1,9 +1,10 @@
 """Reference solution of assignment `training`: a tiny decoder trained to copy and sort.
 
-The model is the decoder of SPEC section 3: token embedding plus a learned position
-table, ``n_layers`` Transformer blocks (pre-LN by default, post-LN for an ablation), a
-final layer norm and an output projection, trained with next-token cross-entropy counted
-on the answer positions only, with Adam (Kingma & Ba 2014, arXiv:1412.6980).
+The model is the decoder of the `training` assignment (docs/contract.md, section 3): token
+embedding plus a learned position table, ``n_layers`` Transformer blocks (pre-LN by
+default, post-LN for an ablation), a final layer norm and an output projection, trained
+with next-token cross-entropy counted on the answer positions only, with Adam (Kingma & Ba
+2014, arXiv:1412.6980).
 
 Shape letters (the glossary of ``solutions.attention``, plus three):
 
@@ -85,7 +86,7 @@ class ModelConfig:
         max_len: rows of the learned position table: ``2L + 1``, one per position of the
             full sequence (the model reads positions ``0 .. 2L-1``; the last row is never
             used but is part of the reference count of 27,253).
-        pre_ln: True for pre-LN blocks, False for post-LN (SPEC section 2).
+        pre_ln: True for pre-LN blocks, False for post-LN (``block_forward``).
         scale: divide attention scores by ``sqrt(d_h)``.
         positions: add the learned position table (False: the ablation without positions).
     """
@@ -182,7 +183,7 @@ def make_batch(task, L, batch_size, rng):
 
 
 def init_params(config, rng, dtype=np.float64):
-    """Draw the initial parameters of the decoder (SPEC section 3).
+    """Draw the initial parameters of the decoder (the lesson's reference configuration).
 
     Weights ``~ N(0, 1/fan_in)`` (fan_in = rows of the matrix), token embeddings and the
     position table ``~ 0.1 N(0, 1)``, biases and layer-norm shifts 0, layer-norm scales 1.
@@ -285,7 +286,7 @@ def unflatten(vector, like, keys):
 
 
 def block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
-    """One causal Transformer block, pre-LN or post-LN (SPEC section 2).
+    """One causal Transformer block, pre-LN or post-LN.
 
     Pre-LN (Xiong et al. 2020, arXiv:2002.04745):
     ``x1 = x + MHA(LN1(x))``, ``y = x1 + FFN(LN2(x1))``.

@@ -128,7 +128,7 @@ def _whole_model_gradient_errors(pre_ln, eps, seed=1):
 @pytest.mark.parametrize("pre_ln", [True, False], ids=["pre-LN", "post-LN"])
 def test_whole_model_gradient_check_d16_two_layers(pre_ln):
     """Central differences at eps = 1e-6, float64, relative error over coordinates whose
-    gradient exceeds 1e-6 (SPEC section 2): the lesson saw 2.56e-6 and 4.90e-5."""
+    gradient exceeds 1e-6: the lesson saw 2.56e-6 and 4.90e-5."""
     assert _whole_model_gradient_errors(pre_ln, 1e-6) < 1e-4
 
 
@@ -239,8 +239,8 @@ def test_fast_kernels_equal_the_plain_reference_in_float64():
 @pytest.mark.parametrize("name", ["layer_norm_forward", "layer_norm_backward",
                                   "attention_forward", "attention_backward"])
 def test_fast_kernels_pass_the_attention_graders(name):
-    """The fast kernels keep the contract of SPEC section 1: the attention graders give them
-    full marks (exec'd as submission code, under the SPEC names)."""
+    """The fast kernels keep the contract (docs/contract.md, section 2): the attention graders give them
+    full marks (exec'd as submission code, under the contract's names)."""
     from grader_tests.core import grade_function as grade_attention
 
     ns = submission("""

@@ -33,7 +33,7 @@ def test_reference_training_reaches_the_lessons_copy_accuracy():
 
 
 def test_no_positions_drop_is_reproduced():
-    """SPEC trap 7: without positions, copy accuracy collapses (lesson: 0.204 per sequence)."""
+    """Trap 7 (docs/contract.md, section 4): without positions, copy accuracy collapses (lesson: 0.204 per sequence)."""
     result = tr.train("copy", 6, 0, tr.fast_ops(), positions=False)
     assert result["seq_acc"] < 0.6 and result["token_acc"] < 0.9
 

@@ -606,7 +606,7 @@ with time_limit(10):
     n = model_param_count(21, 32, 2, 13, 128)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), f"return an int, got {type(n).__name__}"
     assert n == 27_253, (
-        f"model_param_count(21, 32, 2, 13, 128) should be 27,253 (SPEC: the reference configuration); got {n:,}. "
+        f"model_param_count(21, 32, 2, 13, 128) should be 27,253 (the lesson's reference configuration); got {n:,}. "
         "Count the embedding (V d), the positions (13 d), 2 blocks, the final LN (2 d) and W_out, b_out (d V + V).")
     config = ModelConfig(vocab_size=7, d=8, n_heads=2, n_layers=3, d_ff=32, max_len=5)
     counted = sum(v.size for v in init_params(config, np.random.default_rng(0)).values())
@@ -1093,7 +1093,7 @@ lesson's on copy and $0.03$ on sort, and the next cell shows the interval that e
 
 LESSON_TABLE = r'''
 """The results table: per-token and per-sequence accuracy, mean (min) over seeds 0, 1, 2, beside the lesson's."""
-LESSON_TABLE = {  # (token mean, token min, sequence mean, sequence min), SPEC section 3
+LESSON_TABLE = {  # (token mean, token min, sequence mean, sequence min), the lesson's table
     ("copy", 4): (1.000, 1.000, 1.000, 1.000), ("copy", 6): (1.000, 1.000, 1.000, 1.000),
     ("copy", 8): (1.000, 1.000, 1.000, 1.000), ("sort", 4): (0.995, 0.989, 0.981, 0.958),
     ("sort", 6): (0.993, 0.989, 0.970, 0.958), ("sort", 8): (0.987, 0.979, 0.951, 0.918),
