@@ -22,7 +22,6 @@ Usage, from the repository root::
 """
 
 import inspect
-import re
 import sys
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import nbformat  # noqa: E402
 from grader_tests.config import allowed_modules  # noqa: E402
 from grader_tests.core import POINTS, grade_id  # noqa: E402
 from solutions import attention as reference  # noqa: E402
+from tools.notebook_cells import recorded, validate_helpers  # noqa: E402
 from tools.notebook_cells import (BEGIN_SOLUTION, CELL_ID, END_SOLUTION,  # noqa: E402
                                   KERNELSPEC, locked_code, markdown, solution_code,
                                   write_or_check)
@@ -280,118 +280,7 @@ def rel_error(analytic, numeric, floor=1e-6):
     return float(np.max(np.abs(a - n)[keep] / size[keep]))
 
 
-# How the visible checks of each graded part last ended, by name: None when they passed,
-# else the message they stopped with. The check cells (before the hidden checks) read it,
-# so that Validate fails where a visible test fails.
-VISIBLE_CHECKS = {}
-GRADED_PARTS = __GRADED_PARTS__  # every graded part, in the notebook's order
-# The modules your notebook is graded with: Python's standard library and these.
-GRADING_MODULES = __GRADING_MODULES__
-
-
-@contextlib.contextmanager
-def visible_checks(name, seconds=5):
-    """Run a visible-test block under ``time_limit(seconds)`` and remember in
-    ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
-    __tracebackhide__ = True
-    VISIBLE_CHECKS[name] = "they did not finish"
-    try:
-        with time_limit(seconds):
-            yield
-    except BaseException as exc:
-        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
-        raise
-    VISIBLE_CHECKS[name] = None
-
-
-def visible_checks_summary():
-    """Print one line per graded part: its visible checks passed, failed, still a stub, or
-    not run since the setup cell."""
-    stubs = [n for n, failure in VISIBLE_CHECKS.items()
-             if failure is not None and failure.startswith("NotImplementedError")]
-    failed = [n for n, failure in VISIBLE_CHECKS.items()
-              if failure is not None and n not in stubs]
-    passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
-    not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
-    for label, names in (("passed", passed), ("fail", failed), ("still stubs", stubs),
-                         ("not run", not_run)):
-        print(f"{label} ({len(names)}): {', '.join(names) if names else '-'}")
-
-
-def _lines(text, width=80):
-    """``text`` cut into lines of at most ``width`` characters (nbgrader validate cuts
-    longer lines short)."""
-    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
-
-
-def unavailable_modules(fn):
-    """The modules ``fn`` uses (through the notebook's globals or an import in its body)
-    that the grading environment does not provide, sorted."""
-    found, codes, seen = set(), [fn.__code__], set()
-    while codes:
-        code = codes.pop()
-        if code in seen:
-            continue
-        seen.add(code)
-        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        modules = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
-        for global_name in code.co_names:
-            value = globals().get(global_name)
-            module = value.__name__ if isinstance(value, types.ModuleType) else \
-                getattr(value, "__module__", None)
-            if isinstance(module, str):
-                modules.append(module)
-        for module in modules:
-            top = str(module).split(".")[0]
-            if top and top not in sys.stdlib_module_names and top not in GRADING_MODULES \
-                    and top not in ("__main__", "builtins"):
-                found.add(top)
-    return sorted(found)
-
-
-def before_grading(name, *args, answers=()):
-    """Why the part ``name`` cannot pass yet, or None: a function missing or still the
-    stub, one that uses a module the grading environment lacks, an exercise answer not
-    assigned, or visible checks that failed (or were not run) since the setup cell.
-
-    For a function, ``args`` are small arguments to call it with (it is still the stub if
-    it raises NotImplementedError; anything else it does is for the hidden checks to
-    judge). For an exercise, ``answers`` names its answer variables.
-    """
-    if not answers:
-        fn = globals().get(name)
-        if not callable(fn):
-            return f"{name} is not defined:\n" + _lines(
-                f"the notebook has no function named {name} (deleted or renamed?); names "
-                "are case-sensitive.")
-        quiet = io.StringIO()
-        try:
-            with time_limit(2), contextlib.redirect_stdout(quiet), \
-                    contextlib.redirect_stderr(quiet), warnings.catch_warnings(), \
-                    np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                fn(*args)
-        except NotImplementedError:
-            return f"{name} is still the stub."
-        except BaseException:
-            pass
-        missing = unavailable_modules(fn)
-        if missing:
-            return (f"{name} uses {', '.join(missing)}, missing when graded:\n" + _lines(
-                f"the grading environment provides Python's standard library and "
-                f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
-    else:
-        missing = [v for v in answers if v not in globals()]
-        if missing:
-            return f"{name}: not answered yet.\n" + _lines(
-                f"Assign {', '.join(missing)} in the answer cell.")
-    if name not in VISIBLE_CHECKS:
-        return f"the visible checks of {name} have not run:\n" + _lines(
-            "run the notebook from the top (Kernel > Restart Kernel and Run All Cells).")
-    if VISIBLE_CHECKS[name] is not None:
-        return (f"the visible checks of {name} fail:\n"
-                + _lines(VISIBLE_CHECKS[name]))
-    return None
+__VALIDATE_HELPERS__
 
 
 def numerical_gradient(loss, x, eps=1e-6):
@@ -1616,23 +1505,6 @@ EXERCISES_AFTER = {
 }
 
 
-def recorded(name, source):
-    """A visible-test cell's source run inside ``visible_checks(name)``, which remembers
-    whether it passed (the hidden-check cell after it then fails under Validate if not).
-
-    The cell's first line is its docstring; a ``with time_limit(N):`` block right after it
-    becomes ``with visible_checks(name, N):``, any other body is indented under
-    ``with visible_checks(name):``.
-    """
-    docstring, _, body = source.strip("\n").partition("\n")
-    first, _, rest = body.partition("\n")
-    limit = re.fullmatch(r"with time_limit\((\d+)\):", first)
-    if limit:
-        return f'{docstring}\nwith visible_checks("{name}", {limit.group(1)}):\n{rest}\n'
-    indented = "\n".join("    " + line if line else line for line in body.split("\n"))
-    return f'{docstring}\nwith visible_checks("{name}"):\n{indented}\n'
-
-
 def function_cells(number, name):
     """Text, solution, visible test and hidden cell of one function of the contract."""
     return [
@@ -1663,8 +1535,8 @@ def build_notebook():
         parts.append(name)
         if name in EXERCISES_AFTER:
             parts.append(EXERCISES_AFTER[name][0])
-    setup = SETUP.replace("__GRADED_PARTS__", repr(tuple(parts))).replace(
-        "__GRADING_MODULES__", repr(tuple(allowed_modules(str(ROOT)))))
+    setup = SETUP.replace("__VALIDATE_HELPERS__", validate_helpers(
+        parts, allowed_modules(str(ROOT))).strip("\n"))
     cells = [intro_cell(), locked_code("setup", setup, tags=["setup"])]
     for number, name in enumerate(reference.SPEC_FUNCTIONS, start=1):
         cells += function_cells(number, name)

@@ -46,12 +46,14 @@ if str(ROOT) not in sys.path:
 import nbformat
 
 from grader_tests.checks_training import POINTS_TRAINING
+from grader_tests.config import allowed_modules
 from grader_tests.core import grade_id
 from solutions import attention as attention_reference
 from solutions import training as reference
 from tools import notebook_cells
 from tools.notebook_cells import (BEGIN_SOLUTION, CELL_ID, END_SOLUTION, KERNELSPEC, markdown,
                                   solution_code, write_or_check)
+from tools.notebook_cells import recorded, validate_helpers
 from tools.notebook_cells import clean as _clean
 from tools.notebook_cells import nbgrader_metadata as _nbgrader
 
@@ -101,7 +103,9 @@ def hidden_cell(name):
     slug = grade_id(name)
     text = (f"# Hidden checks of {name} run when your notebook is graded (with the reference\n"
             f"# attention functions, so these points never depend on assignment `attention`).\n"
-            f"require_implemented({STUB_PROBES[name]})\n"
+            "require_gate()\n"
+            f'problem = before_grading("{name}", {STUB_PROBES[name].partition(", ")[2]})\n'
+            "assert problem is None, problem\n"
             "### BEGIN HIDDEN TESTS\n"
             "from grader_tests.checks_training import grade\n"
             f'grade("{name}", globals())\n'
@@ -182,7 +186,8 @@ def gate_source():
     hashes = attention_fingerprints()
     body = "{\n" + "".join(f'    "{k}": "{v}",\n' for k, v in hashes.items()) + "}"
     names = "(\n" + "".join(f'    "{n}",\n' for n in ATTENTION_FUNCTIONS) + ")"
-    text = GATE_TEMPLATE.replace("__FUNCTIONS__", names).replace("__HASHES__", body)
+    text = GATE_TEMPLATE.replace("__FUNCTIONS__", names).replace("__HASHES__", body).replace(
+        "__VALIDATE_HELPERS__", validate_helpers(GRADED, allowed_modules(str(ROOT))).strip("\n"))
     if BEGIN_SOLUTION in text or "BEGIN HIDDEN" in text:
         raise ValueError("the gate cell must not contain nbgrader markers")
     return text
@@ -206,12 +211,14 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per process: the runs use one process per core
 
 import contextlib
+import dis
 import hashlib
 import io
 import json
 import math
 import signal
 import sys
+import textwrap
 import threading
 import time
 import types
@@ -352,6 +359,9 @@ def _gate_run():
              if any(marker in cells.get(f"{n}_solution", "") for n in ATTENTION_FUNCTIONS) else "your notebook")
     return True, (f"Gate open: the {len(functions)} attention functions of {whose}, {path},\n"
                   f"pass their visible checks and are now defined here."), functions
+
+
+__VALIDATE_HELPERS__
 
 
 _gate = types.SimpleNamespace(open=False, report="the gate cell has not finished", functions={})
@@ -1426,7 +1436,7 @@ def function_cells(number, name):
     return [
         markdown(f"{name}_text", heading(number, name) + "\n\n" + _clean(TEXT[name])),
         solution_code(f"{name}_solution", stub_source(name)),
-        locked_code(f"{name}_visible_test", VISIBLE[name], tags=["visible-test"]),
+        locked_code(f"{name}_visible_test", recorded(name, VISIBLE[name]), tags=["visible-test"]),
         hidden_cell(name),
     ]
 
