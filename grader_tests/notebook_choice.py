@@ -244,7 +244,6 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
     target = os.path.join(folder, f"{assignment_id}.ipynb")
     temporary = None
     try:
-        os.makedirs(staging, exist_ok=True)
         links = _links_aside(folder, staging)
         notebooks[:] = [p for p in notebooks if os.path.isfile(p) and not os.path.islink(p)]
         choice = choose_notebook(folder, assignment_id)
@@ -255,6 +254,7 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
             with os.fdopen(descriptor, "wb") as out, open(choice.path, "rb") as f:
                 shutil.copyfileobj(f, out)
             if os.path.lexists(target) and not is_grading_copy(target):
+                os.makedirs(staging, exist_ok=True)
                 kept = _unique(os.path.join(staging, f"{assignment_id}.ipynb"))
                 shutil.move(target, kept)
                 said.append(f"the {assignment_id}.ipynb handed in is kept unchanged at "
@@ -262,13 +262,19 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
             copies = _copies(folder) | {_digest(temporary)}
             os.replace(temporary, target)
             temporary = None
+            os.makedirs(staging, exist_ok=True)
             with open(os.path.join(staging, COPIES), "w", encoding="utf-8") as f:
                 json.dump(sorted(copies), f)
         if links:
             said.append("symbolic links are not graded and were set aside: "
                         + ", ".join(links))
-        with open(os.path.join(staging, NOTE), "w", encoding="utf-8") as f:
-            f.write("; ".join(s.rstrip(".") for s in said) + "." if said else "")
+        note_path = os.path.join(staging, NOTE)
+        if said:  # (nothing is written for a folder with nothing to say)
+            os.makedirs(staging, exist_ok=True)
+            with open(note_path, "w", encoding="utf-8") as f:
+                f.write("; ".join(s.rstrip(".") for s in said) + ".")
+        elif os.path.exists(note_path):
+            os.remove(note_path)  # an earlier run's note, no longer true
         if choice.path is not None:
             notebooks[:] = [target]
     except Exception:

@@ -130,3 +130,13 @@ def test_nbgraders_hook_drops_a_symbolic_link_from_what_it_grades(tmp_path):
     assert os.path.islink(tmp_path / ".grading_chosen" / "s1" / "attention" / "links" /
                           "attention.ipynb")
     assert answered_cells(str(secret)) == 9
+
+
+def test_nbgraders_hook_writes_nothing_for_a_plain_submission(tmp_path):
+    folder = tmp_path / "submitted" / "s1" / "attention"
+    _write(folder, "attention.ipynb", _nb(2, 3))
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    notebooks = [str(folder / "attention.ipynb")]
+    stage_chosen_notebook("attention", "*", notebooks)
+    assert notebooks == [str(folder / "attention.ipynb")]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
