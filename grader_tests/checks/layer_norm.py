@@ -69,6 +69,15 @@ def _forward_variants(x, gamma, beta):
                 "the variance was not centred: mean((x - mean)^2), not mean(x^2)"))
     out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(var) + beta if np.all(var > 0)
                 else None, "eps is missing"))
+    if x.dtype == np.float32:
+        # Mathematically the biased variance; in float32 mean(x^2) and mean(x)^2 agree to
+        # about 7 digits, so their difference keeps rounding error of the order of
+        # 1e-7 * mean(x)^2 and a token whose variance is small against its mean^2 loses it.
+        one_pass = np.maximum((x * x).mean(-1, keepdims=True) - mu * mu, 0)
+        out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(one_pass + EPS) + beta,
+                    "the variance was computed in one pass, mean(x^2) - mean(x)^2, in float32: "
+                    "the two terms cancel and rounding error of the order of 1e-7 * mean^2 "
+                    "replaces the small variance of a token"))
     return out
 
 
@@ -140,6 +149,28 @@ def forward_normalises(fn):
 def forward_keeps_float32(fn):
     dtype_check(fn, lambda dt: (_inputs(33, (2, 3, 4), dt), {}),
                 lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
+
+
+@check(FWD, "float32: matches the definition to float32 rounding, a token of small variance "
+            "included")
+def forward_float32_values(fn):
+    """The float32 forward is right to the tolerance at which its backward is checked.
+
+    A backward is checked on float32 inputs only where the student's own float32 forward
+    matches the reference to ``FLOAT32_FORWARD_TOLERANCE``; this check holds the forward
+    itself to that tolerance, on an input with one token of variance about 1e-6, so that a
+    float32 forward that loses such a token to rounding costs the forward its points and
+    not only the backward's.
+    """
+    for seed, shape in ((35, (2, 3, 8)), (36, (3, 16))):
+        x, gamma, beta = _inputs(seed, shape, np.float32)
+        what = f"{FWD}(float32 x of shape {shape})"
+        y, _ = unpack(call(fn, x, gamma, beta), 2, what)
+        mistake = _forward_mistake(y, x, gamma, beta, what, note=_SMALL_VARIANCE_NOTE,
+                                   **FLOAT32_FORWARD_TOLERANCE)
+        if mistake:
+            fault, message = mistake
+            raise Fail(fault or "layer-norm-variance", message)
 
 
 @check(FWD, "does not modify x, gamma or beta")
