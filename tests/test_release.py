@@ -33,8 +33,7 @@ def paths(assignment):
     release_dir = ROOT / "release" / assignment
     return (ROOT / "source" / assignment / f"{assignment}.ipynb", release_dir,
             release_dir / f"{assignment}.ipynb",
-            f"nbgrader generate_assignment {assignment} --force"
-            + (" (or python -m tools.demo)" if assignment == "attention" else ""))
+            f"python -m tools.build_all (or nbgrader generate_assignment {assignment} --force)")
 
 
 def nbgrader(cwd, *args):

@@ -1,27 +1,67 @@
-"""What the two notebook builders share: nbgrader cell factories, the exact bytes of a
-notebook, and the ``--check`` / write command line.
+"""What the two notebook builders share: reading a notebook document, filling its
+placeholders, checking its nbgrader cells, the exact bytes of a notebook, and the
+``--check`` / write command line.
 
-``tools/build_notebooks.py`` (assignment `attention`) and
-``tools/build_training_notebook.py`` (assignment `training`) build their notebooks from
-these, so both follow the same conventions: every cell has nbgrader metadata (schema 3)
-and an id equal to its grade id; only solution cells are unlocked; a solution cell holds
-exactly one ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region.
+A notebook's text and given cells live in a jupytext "percent" document under
+``notebooks/`` (``notebooks/README.md`` describes the format): each ``# %%`` header carries
+the cell's nbgrader metadata (less the points of a graded cell, stamped by the builder),
+and ``{{ key }}`` / ``{{ key: arguments }}`` marks text the builder computes. A line that
+is only ``# {{ key: ... }}`` in a code cell is replaced whole, so the document stays valid
+Python. ``tools/build_notebooks.py`` (assignment `attention`) and
+``tools/build_training_notebook.py`` (assignment `training`) build their notebooks with
+these helpers, so both follow the same conventions: every cell has nbgrader metadata
+(schema 3) and an id equal to its grade id; only solution cells are unlocked; a solution
+cell holds exactly one ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region.
 """
+
+from __future__ import annotations
 
 import argparse
 import re
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
+import jupytext
 import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = ROOT / "notebooks"
+VALIDATE_HELPERS = DOCUMENTS / "validate_helpers.py"
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
 CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+HIDDEN_SUFFIX = "_hidden_checks"  # grader_tests.core.grade_id(name) == name + HIDDEN_SUFFIX
+
+# ``{{ key }}`` or ``{{ key: arguments }}``; in code also a line that is only
+# ``# {{ ... }}``, replaced whole. Filled text is not searched again.
+PLACEHOLDER = re.compile(r"\{\{ (\w+)(?:: ([^{}\n]*?))? \}\}")
+CODE_PLACEHOLDER = re.compile(r"^# \{\{ (\w+)(?:: ([^{}\n]*?))? \}\}$|" + PLACEHOLDER.pattern,
+                              re.MULTILINE)
+
+# What fills a placeholder: key -> function of its argument text ("" when it has none).
+Fillers = Mapping[str, Callable[[str], str]]
 
 
-def nbgrader_metadata(slug, *, grade=False, solution=False, locked=True, points=None):
-    """The ``nbgrader`` metadata of a cell whose grade id is ``slug``."""
+def nbgrader_metadata(slug: str, *, grade: bool = False, solution: bool = False,
+                      locked: bool = True, points: float | None = None) -> dict:
+    """The ``nbgrader`` metadata (schema 3) of a cell whose grade id is ``slug``.
+
+    Args:
+        slug: the grade id (also the cell id).
+        grade: whether the cell earns points (an autograder cell).
+        solution: whether nbgrader replaces its solution region by a stub.
+        locked: whether the student may not edit it (only solution cells are unlocked).
+        points: the points of a graded cell; None otherwise.
+
+    Returns:
+        dict with the keys grade, grade_id, locked, schema_version, solution and, when
+        given, points.
+    """
     meta = {"grade": grade, "grade_id": slug, "locked": locked, "schema_version": 3,
             "solution": solution}
     if points is not None:
@@ -29,7 +69,7 @@ def nbgrader_metadata(slug, *, grade=False, solution=False, locked=True, points=
     return meta
 
 
-def clean(text):
+def clean(text: str) -> str:
     """``text`` without leading and trailing blank lines.
 
     Raises:
@@ -41,53 +81,178 @@ def clean(text):
     return text
 
 
-def markdown(slug, text):
-    """A locked markdown cell whose id and grade id are ``slug``."""
-    return nbformat.v4.new_markdown_cell(clean(text), id=slug,
-                                         metadata={"nbgrader": nbgrader_metadata(slug)})
+def validate_helpers(parts: Sequence[str], modules: Sequence[str]) -> str:
+    """The Validate helpers of a notebook (``notebooks/validate_helpers.py``, less its
+    ``##`` lines) for graded parts ``parts`` and grading modules ``modules``.
+
+    Args:
+        parts: the graded names in the notebook's order (``GRADED_PARTS``).
+        modules: top-level names of the third-party modules the grading environment
+            provides (``GRADING_MODULES``; the standard library always).
+
+    Returns:
+        the Python source, ending with a newline.
+    """
+    lines = VALIDATE_HELPERS.read_text(encoding="utf-8").split("\n")
+    text = "\n".join(line for line in lines if not line.startswith("##"))
+    return fill(text, {"graded_parts": lambda _: repr(tuple(parts)),
+                       "grading_modules": lambda _: repr(tuple(modules))},
+                f"{VALIDATE_HELPERS.relative_to(ROOT)}")
 
 
-def locked_code(slug, text, tags=()):
-    """A locked, ungraded code cell (setup, visible tests, lesson cells)."""
-    metadata = {"nbgrader": nbgrader_metadata(slug)}
-    if tags:
-        metadata["tags"] = list(tags)
-    return nbformat.v4.new_code_cell(clean(text), id=slug, metadata=metadata)
+def fill(text: str, fillers: Fillers, where: str, code: bool = True) -> str:
+    """``text`` with every placeholder replaced by what ``fillers`` computes for it:
+    ``{{ key }}`` in place and, in code, a line ``# {{ key: args }}`` whole (by a value
+    of any number of lines).
 
-
-def solution_code(slug, text):
-    """An unlocked solution cell: nbgrader replaces its solution region by a stub.
+    Args:
+        text: a cell's source.
+        fillers: key -> function of the placeholder's argument text.
+        where: the document and cell, for the error message.
+        code: whether ``text`` is code (False: markdown).
 
     Raises:
-        ValueError: unless the text holds exactly one solution region.
+        ValueError: for a placeholder whose key ``fillers`` does not know.
     """
-    text = clean(text)
-    if text.count(BEGIN_SOLUTION) != 1 or text.count(END_SOLUTION) != 1:
-        raise ValueError(f"{slug}: a solution cell needs exactly one solution region")
-    return nbformat.v4.new_code_cell(
-        text, id=slug,
-        metadata={"nbgrader": nbgrader_metadata(slug, solution=True, locked=False)})
+    def value(match: re.Match) -> str:
+        groups = match.groups()  # (key, args) of a whole line, then of one in place
+        key, args = (groups[0], groups[1]) if groups[0] else (groups[2], groups[3])
+        args = (args or "").strip()
+        if key not in fillers:
+            raise ValueError(f"{where}: unknown placeholder {{{{ {key} }}}} (known: "
+                             f"{', '.join(sorted(fillers))})")
+        return fillers[key](args).strip("\n")
+
+    return (CODE_PLACEHOLDER if code else PLACEHOLDER).sub(value, text)
 
 
-def render(nb):
-    """The notebook's exact bytes (UTF-8 JSON ending with a newline)."""
+def name_list(args: str) -> list[str]:
+    """The comma-separated names of a placeholder's argument text."""
+    return [name.strip() for name in args.split(",") if name.strip()]
+
+
+def points_label(points: float) -> str:
+    """``"10 points"``, ``"1 point"``."""
+    return f"{points} point{'s' if points != 1 else ''}"
+
+
+def graded_names(document: Path) -> list[str]:
+    """The graded names of ``document`` in its order: those of its graded cells, whose grade
+    ids are ``<name>_hidden_checks``."""
+    out = []
+    for cell in jupytext.read(document, fmt="py:percent").cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            out.append(str(meta.get("grade_id", "")).removesuffix(HIDDEN_SUFFIX))
+    return out
+
+
+def notebook_from_document(document: Path, fillers: Fillers, points: Mapping[str, float],
+                           grade_module: str) -> nbformat.NotebookNode:
+    """The instructor notebook written by ``document`` (nbformat 4.5, no outputs).
+
+    Each cell's id is its grade id; its metadata are the header's (``nbgrader`` and
+    ``tags`` only), a graded cell's points stamped from ``points``; its source is the
+    document's, placeholders filled, without leading and trailing blank lines.
+
+    Args:
+        document: path of the jupytext percent document.
+        fillers: what fills each placeholder key (``fill``).
+        points: graded name -> points; exactly the names of the document's graded cells.
+        grade_module: the module whose ``grade`` the hidden tests call
+            (``grader_tests`` or ``grader_tests.checks_training``).
+
+    Returns:
+        the notebook, validated by nbformat.
+
+    Raises:
+        ValueError: for a cell without nbgrader metadata or with a key other than
+            ``nbgrader`` and ``tags``, a bad or repeated grade id, an unlocked cell that is
+            not a solution cell, a graded cell that states its points or whose hidden tests
+            are not the one call into the graders, a solution cell without exactly one
+            solution region, or graded names that are not ``points``'s.
+    """
+    shown = document.relative_to(ROOT) if document.is_relative_to(ROOT) else document
+    cells, seen = [], set()
+    for number, cell in enumerate(jupytext.read(document, fmt="py:percent").cells, start=1):
+        meta = dict(cell.metadata)
+        nbgrader = dict(meta.get("nbgrader") or {})
+        slug = nbgrader.get("grade_id")
+        where = f"{shown}, cell {number} ({slug or 'no grade id'})"
+        if not slug or not CELL_ID.match(str(slug)) or slug in seen:
+            raise ValueError(f"{where}: a cell needs a unique nbgrader grade_id matching "
+                             "[a-zA-Z0-9_-]{1,64}")
+        seen.add(slug)
+        if set(meta) - {"nbgrader", "tags"}:
+            raise ValueError(f"{where}: unexpected cell metadata {sorted(set(meta) - {'nbgrader', 'tags'})}")
+        text = clean(fill(cell.source, fillers, where, code=cell.cell_type == "code"))
+        if nbgrader.get("grade"):
+            if "points" in nbgrader:
+                raise ValueError(f"{where}: the points of a graded cell come from the graders' "
+                                 "points table, not the document")
+            name = slug.removesuffix(HIDDEN_SUFFIX)
+            if name not in points or slug != name + HIDDEN_SUFFIX:
+                raise ValueError(f"{where}: a graded cell's grade id is <name>{HIDDEN_SUFFIX} "
+                                 f"with name one of {sorted(points)}")
+            nbgrader["points"] = points[name]
+            hidden = (f"{BEGIN_HIDDEN}\nfrom {grade_module} import grade\n"
+                      f'grade("{name}", globals())\n{END_HIDDEN}')
+            if not text.endswith("\n" + hidden) or text.count(BEGIN_HIDDEN) != 1 \
+                    or f'before_grading("{name}"' not in text:
+                raise ValueError(f"{where}: a graded cell checks before_grading(\"{name}\", ...) "
+                                 f"and ends with its hidden tests, exactly:\n{hidden}")
+        expected = nbgrader_metadata(slug, grade=bool(nbgrader.get("grade")),
+                                     solution=bool(nbgrader.get("solution")),
+                                     locked=bool(nbgrader.get("locked")),
+                                     points=nbgrader.get("points"))
+        if nbgrader != expected or (not expected["solution"] and not expected["locked"]):
+            raise ValueError(f"{where}: nbgrader metadata {nbgrader} are not those of a locked "
+                             "cell, a solution cell or a graded cell (schema 3)")
+        if expected["solution"] and (text.count(BEGIN_SOLUTION) != 1
+                                     or text.count(END_SOLUTION) != 1):
+            raise ValueError(f"{where}: a solution cell needs exactly one solution region")
+        metadata = {"nbgrader": nbgrader}
+        if meta.get("tags"):
+            metadata["tags"] = list(meta["tags"])
+        if cell.cell_type == "markdown":
+            cells.append(nbformat.v4.new_markdown_cell(text, id=slug, metadata=metadata))
+        elif cell.cell_type == "code":
+            cells.append(nbformat.v4.new_code_cell(text, id=slug, metadata=metadata))
+        else:
+            raise ValueError(f"{where}: a {cell.cell_type} cell (markdown and code only)")
+    graded = [c.id.removesuffix(HIDDEN_SUFFIX) for c in cells
+              if c.metadata["nbgrader"]["grade"]]
+    if sorted(graded) != sorted(points):
+        raise ValueError(f"{shown}: its graded cells and the points table differ: "
+                         f"{sorted(set(graded) ^ set(points))}")
+    nb = nbformat.v4.new_notebook()
+    nb["nbformat"], nb["nbformat_minor"] = 4, 5
+    nb["metadata"] = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    nb["cells"] = cells
+    nbformat.validate(nb)
+    return nb
+
+
+def render(nb: nbformat.NotebookNode) -> bytes:
+    """The notebook's exact bytes (UTF-8 JSON, as nbformat writes it, ending with a newline)."""
     text = nbformat.writes(nb, version=4)
     if not text.endswith("\n"):
         text += "\n"
     return text.encode("utf-8")
 
 
-def write_or_check(argv, description, path, root, expected, script, inputs):
+def write_or_check(argv: Sequence[str] | None, description: str, path: Path, root: Path,
+                   expected: bytes, script: str, inputs: str) -> int:
     """The builders' command line: write ``expected`` to ``path``, or with ``--check``
     only compare.
 
     Args:
-        argv: list of str or None (``sys.argv[1:]``).
-        description: str, the ``--help`` text.
-        path: Path of the notebook; root: Path it is shown relative to.
-        expected: bytes (``render``).
-        script: str, the command that writes it (for the messages).
-        inputs: str, what the notebook is built from (for the out-of-date message).
+        argv: the arguments (``sys.argv[1:]`` when None).
+        description: the ``--help`` text.
+        path: the notebook; root: the folder it is shown relative to.
+        expected: the notebook's bytes (``render``).
+        script: the command that writes it (for the messages).
+        inputs: what the notebook is built from (for the out-of-date message).
 
     Returns:
         exit status: 0, or 1 when ``--check`` finds the file missing or different.
@@ -116,154 +281,3 @@ def write_or_check(argv, description, path, root, expected, script, inputs):
         path.write_bytes(expected)
         print(f"wrote {shown}")
     return 0
-
-
-# ---------------------------------------------------------------------------------------
-# What makes Validate tell the truth, in both notebooks: the setup cell's helpers (each
-# visible-test cell records how it ended; each graded part's check cell, before its hidden
-# tests, fails while the part is missing, a stub, uses a module the grading environment
-# lacks, or fails its visible checks), and the wrapping of a visible-test cell.
-
-VALIDATE_HELPERS = r'''
-# How the visible checks of each graded part last ended, by name: None when they passed,
-# else the message they stopped with. The check cells (before the hidden checks) read it,
-# so that Validate fails where a visible test fails.
-VISIBLE_CHECKS = {}
-GRADED_PARTS = __PARTS__  # every graded part, in the notebook's order
-# The modules your notebook is graded with: Python's standard library and these.
-GRADING_MODULES = __MODULES__
-
-
-@contextlib.contextmanager
-def visible_checks(name, seconds=5):
-    """Run a visible-test block under ``time_limit(seconds)`` and remember in
-    ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
-    __tracebackhide__ = True
-    VISIBLE_CHECKS[name] = "they did not finish"
-    try:
-        with time_limit(seconds):
-            yield
-    except BaseException as exc:
-        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
-        raise
-    VISIBLE_CHECKS[name] = None
-
-
-def visible_checks_summary():
-    """Print one line per graded part: its visible checks passed, failed, still a stub, or
-    not run since the setup cell."""
-    stubs = [n for n, failure in VISIBLE_CHECKS.items()
-             if failure is not None and failure.startswith("NotImplementedError")]
-    failed = [n for n, failure in VISIBLE_CHECKS.items()
-              if failure is not None and n not in stubs]
-    passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
-    not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
-    for label, names in (("passed", passed), ("fail", failed), ("still stubs", stubs),
-                         ("not run", not_run)):
-        print(f"{label} ({len(names)}): {', '.join(names) if names else '-'}")
-
-
-def _lines(text, width=80):
-    """``text`` cut into lines of at most ``width`` characters (nbgrader validate cuts
-    longer lines short)."""
-    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
-
-
-def unavailable_modules(fn):
-    """The modules ``fn`` uses (through the notebook's globals or an import in its body)
-    that the grading environment does not provide, sorted (the kit's own reference, which
-    the training gate binds on the instructor's side, is not counted)."""
-    found, codes, seen = set(), [fn.__code__], set()
-    while codes:
-        code = codes.pop()
-        if code in seen:
-            continue
-        seen.add(code)
-        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        modules = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
-        for global_name in code.co_names:
-            value = globals().get(global_name)
-            module = value.__name__ if isinstance(value, types.ModuleType) else \
-                getattr(value, "__module__", None)
-            # (a function whose module was never imported was defined by a notebook's
-            # own code: the training gate loads the attention notebook's functions so)
-            if isinstance(module, str) and (isinstance(value, types.ModuleType)
-                                            or module in sys.modules):
-                modules.append(module)
-        for module in modules:
-            top = str(module).split(".")[0]
-            if top and top not in sys.stdlib_module_names and top not in GRADING_MODULES \
-                    and top not in ("__main__", "builtins", "solutions"):
-                found.add(top)
-    return sorted(found)
-
-
-def before_grading(name, *args, answers=()):
-    """Why the part ``name`` cannot pass yet, or None: a function missing or still the
-    stub, one that uses a module the grading environment lacks, an exercise answer not
-    assigned, or visible checks that failed (or were not run) since the setup cell.
-
-    For a function, ``args`` are small arguments to call it with (it is still the stub if
-    it raises NotImplementedError; anything else it does is for the hidden checks to
-    judge). For an exercise, ``answers`` names its answer variables.
-    """
-    if not answers:
-        fn = globals().get(name)
-        if not callable(fn):
-            return f"{name} is not defined:\n" + _lines(
-                f"the notebook has no function named {name} (deleted or renamed?); names "
-                "are case-sensitive.")
-        quiet = io.StringIO()
-        try:
-            with time_limit(2), contextlib.redirect_stdout(quiet), \
-                    contextlib.redirect_stderr(quiet), warnings.catch_warnings(), \
-                    np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                fn(*args)
-        except NotImplementedError:
-            return f"{name} is still the stub."
-        except BaseException:
-            pass
-        missing = unavailable_modules(fn)
-        if missing:
-            return (f"{name} uses {', '.join(missing)}, missing when graded:\n" + _lines(
-                f"the grading environment provides Python's standard library and "
-                f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
-    else:
-        missing = [v for v in answers if v not in globals()]
-        if missing:
-            return f"{name}: not answered yet.\n" + _lines(
-                f"Assign {', '.join(missing)} in the answer cell.")
-    if name not in VISIBLE_CHECKS:
-        return f"the visible checks of {name} have not run:\n" + _lines(
-            "run the notebook from the top (Kernel > Restart Kernel and Run All Cells).")
-    if VISIBLE_CHECKS[name] is not None:
-        return (f"the visible checks of {name} fail:\n"
-                + _lines(VISIBLE_CHECKS[name]))
-    return None
-'''
-
-
-def validate_helpers(parts, modules):
-    """The setup cell's Validate helpers for a notebook whose graded parts are ``parts`` (in
-    the notebook's order) and whose grading environment provides ``modules`` (top-level
-    names of third-party modules; the standard library always)."""
-    return VALIDATE_HELPERS.replace("__PARTS__", repr(tuple(parts))).replace(
-        "__MODULES__", repr(tuple(modules)))
-
-
-def recorded(name, source):
-    """A visible-test cell's source run inside ``visible_checks(name)``, which remembers
-    whether it passed (the hidden-check cell after it then fails under Validate if not).
-
-    The cell's first line is its docstring; a ``with time_limit(N):`` block right after it
-    becomes ``with visible_checks(name, N):``, any other body is indented under
-    ``with visible_checks(name):``.
-    """
-    docstring, _, body = source.strip("\n").partition("\n")
-    first, _, rest = body.partition("\n")
-    limit = re.fullmatch(r"with time_limit\((\d+)\):", first)
-    if limit:
-        return f'{docstring}\nwith visible_checks("{name}", {limit.group(1)}):\n{rest}\n'
-    indented = "\n".join("    " + line if line else line for line in body.split("\n"))
-    return f'{docstring}\nwith visible_checks("{name}"):\n{indented}\n'

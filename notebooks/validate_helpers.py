@@ -1,0 +1,120 @@
+## Given code both notebooks share: the Validate helpers of the attention notebook's setup
+## cell and of the training notebook's gate. The builders insert this file, less these
+## `##` lines, where a document says `# {{ validate_helpers }}` (the gate through
+## tools/build_training_notebook.py's gate_source), with the two `{{ ... }}` values filled in.
+# How the visible checks of each graded part last ended, by name: None when they passed,
+# else the message they stopped with. The check cells (before the hidden checks) read it,
+# so that Validate fails where a visible test fails.
+VISIBLE_CHECKS = {}
+GRADED_PARTS = {{ graded_parts }}  # every graded part, in the notebook's order
+# The modules your notebook is graded with: Python's standard library and these.
+GRADING_MODULES = {{ grading_modules }}
+
+
+@contextlib.contextmanager
+def visible_checks(name, seconds=5):
+    """Run a visible-test block under ``time_limit(seconds)`` and remember in
+    ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
+    __tracebackhide__ = True
+    VISIBLE_CHECKS[name] = "they did not finish"
+    try:
+        with time_limit(seconds):
+            yield
+    except BaseException as exc:
+        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
+        raise
+    VISIBLE_CHECKS[name] = None
+
+
+def visible_checks_summary():
+    """Print one line per graded part: its visible checks passed, failed, still a stub, or
+    not run since the setup cell."""
+    stubs = [n for n, failure in VISIBLE_CHECKS.items()
+             if failure is not None and failure.startswith("NotImplementedError")]
+    failed = [n for n, failure in VISIBLE_CHECKS.items()
+              if failure is not None and n not in stubs]
+    passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
+    not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
+    for label, names in (("passed", passed), ("fail", failed), ("still stubs", stubs),
+                         ("not run", not_run)):
+        print(f"{label} ({len(names)}): {', '.join(names) if names else '-'}")
+
+
+def _lines(text, width=80):
+    """``text`` cut into lines of at most ``width`` characters (nbgrader validate cuts
+    longer lines short)."""
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
+
+
+def unavailable_modules(fn):
+    """The modules ``fn`` uses (through the notebook's globals or an import in its body)
+    that the grading environment does not provide, sorted (the kit's own reference, which
+    the training gate binds on the instructor's side, is not counted)."""
+    found, codes, seen = set(), [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        modules = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
+        for global_name in code.co_names:
+            value = globals().get(global_name)
+            module = value.__name__ if isinstance(value, types.ModuleType) else \
+                getattr(value, "__module__", None)
+            # (a function whose module was never imported was defined by a notebook's
+            # own code: the training gate loads the attention notebook's functions so)
+            if isinstance(module, str) and (isinstance(value, types.ModuleType)
+                                            or module in sys.modules):
+                modules.append(module)
+        for module in modules:
+            top = str(module).split(".")[0]
+            if top and top not in sys.stdlib_module_names and top not in GRADING_MODULES \
+                    and top not in ("__main__", "builtins", "solutions"):
+                found.add(top)
+    return sorted(found)
+
+
+def before_grading(name, *args, answers=()):
+    """Why the part ``name`` cannot pass yet, or None: a function missing or still the
+    stub, one that uses a module the grading environment lacks, an exercise answer not
+    assigned, or visible checks that failed (or were not run) since the setup cell.
+
+    For a function, ``args`` are small arguments to call it with (it is still the stub if
+    it raises NotImplementedError; anything else it does is for the hidden checks to
+    judge). For an exercise, ``answers`` names its answer variables.
+    """
+    if not answers:
+        fn = globals().get(name)
+        if not callable(fn):
+            return f"{name} is not defined:\n" + _lines(
+                f"the notebook has no function named {name} (deleted or renamed?); names "
+                "are case-sensitive.")
+        quiet = io.StringIO()
+        try:
+            with time_limit(2), contextlib.redirect_stdout(quiet), \
+                    contextlib.redirect_stderr(quiet), warnings.catch_warnings(), \
+                    np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                fn(*args)
+        except NotImplementedError:
+            return f"{name} is still the stub."
+        except BaseException:
+            pass
+        missing = unavailable_modules(fn)
+        if missing:
+            return (f"{name} uses {', '.join(missing)}, missing when graded:\n" + _lines(
+                f"the grading environment provides Python's standard library and "
+                f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
+    else:
+        missing = [v for v in answers if v not in globals()]
+        if missing:
+            return f"{name}: not answered yet.\n" + _lines(
+                f"Assign {', '.join(missing)} in the answer cell.")
+    if name not in VISIBLE_CHECKS:
+        return f"the visible checks of {name} have not run:\n" + _lines(
+            "run the notebook from the top (Kernel > Restart Kernel and Run All Cells).")
+    if VISIBLE_CHECKS[name] is not None:
+        return (f"the visible checks of {name} fail:\n"
+                + _lines(VISIBLE_CHECKS[name]))
+    return None

@@ -1,0 +1,177 @@
+"""Rebuild every generated file of the course, in the order they depend on each other.
+
+1. ``source/attention/attention.ipynb`` from ``notebooks/attention.py`` and
+   ``solutions/attention.py`` (``tools/build_notebooks.py``);
+2. ``source/training/training.ipynb`` from ``notebooks/training.py`` and
+   ``solutions/training.py`` (``tools/build_training_notebook.py``); its gate holds the
+   SHA-256 of the attention notebook's setup and visible-test cells, so it is rebuilt after
+   step 1 wrote them;
+3. ``release/attention/`` and ``release/training/``: what ``nbgrader generate_assignment``
+   makes of each source, run in a temporary copy of the course (its own gradebook: the
+   instructor's ``gradebook.db`` is neither read nor written);
+4. ``submitted/``, the example class, written from the attention release
+   (``tools/make_submissions.py``).
+
+With ``--check`` nothing is written: each step compares what it would write from the
+committed files it reads with the committed result, and the command exits 1 naming every
+stale file. Every step current means the whole chain is.
+
+Usage, from the repository root::
+
+    python -m tools.build_all           # rebuild what is stale, say what was written
+    python -m tools.build_all --check   # exit 1 if anything is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tools import build_notebooks, build_training_notebook
+from tools import make_submissions
+from tools.demo import nbgrader
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = ("attention", "training")
+# What nbgrader's generate_assignment may take some minutes for, on a loaded machine.
+NBGRADER_TIMEOUT = 600
+
+
+class Stale(Exception):
+    """A step cannot run: its input is missing or nbgrader failed."""
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder``, by path relative to it, with its bytes."""
+    if not folder.is_dir():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def generated_release(assignment: str, scratch: Path) -> dict[str, bytes]:
+    """The files ``nbgrader generate_assignment ASSIGNMENT --force`` writes from the
+    committed ``source/ASSIGNMENT/``, in a course of its own under ``scratch``.
+
+    Returns:
+        path relative to ``release/ASSIGNMENT/`` -> bytes.
+
+    Raises:
+        Stale: if nbgrader fails (its output's last lines in the message).
+    """
+    course = scratch / assignment
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copytree(ROOT / "source" / assignment, course / "source" / assignment,
+                    ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints",
+                                                  "__pycache__"))
+    done = nbgrader(course, "generate_assignment", assignment, "--force",
+                    timeout=NBGRADER_TIMEOUT)
+    if done.returncode != 0:
+        raise Stale(f"nbgrader generate_assignment {assignment} failed (exit "
+                    f"{done.returncode}):\n{done.stdout[-3000:]}")
+    return _files(course / "release" / assignment)
+
+
+def step_notebook(module, check: bool) -> list[str]:
+    """Step 1 or 2: a builder's notebook. Returns the stale (check) or written paths."""
+    expected = module.render()
+    path = module.NOTEBOOK
+    if path.exists() and path.read_bytes() == expected:
+        return []
+    if not check:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(expected)
+    return [str(path.relative_to(ROOT))]
+
+
+def step_release(assignment: str, check: bool, scratch: Path) -> list[str]:
+    """Step 3: ``release/ASSIGNMENT/``. Returns the stale (check) or written paths, a file
+    to delete included."""
+    folder = ROOT / "release" / assignment
+    fresh, committed = generated_release(assignment, scratch), _files(folder)
+    differ = sorted(name for name in set(fresh) | set(committed)
+                    if fresh.get(name) != committed.get(name))
+    if not check:
+        for name in differ:
+            path = folder / name
+            if name in fresh:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(fresh[name])
+            else:
+                path.unlink()
+    return [str((folder / name).relative_to(ROOT)) for name in differ]
+
+
+def step_submissions(check: bool) -> list[str]:
+    """Step 4: the example class. Returns the stale (check) or written paths."""
+    stale = make_submissions.stale()
+    if not check:
+        texts = make_submissions.build()
+        for student in stale:
+            path = make_submissions.path_of(student)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(texts[student], encoding="utf-8")
+    return [str(make_submissions.path_of(s).relative_to(ROOT)) for s in stale]
+
+
+def run(check: bool, out=sys.stdout) -> int:
+    """Run the four steps in order, printing one line per step (and per stale or written
+    file) to ``out``.
+
+    Returns:
+        exit status: 1 if ``check`` found a stale file or a step failed, else 0.
+    """
+    started = time.perf_counter()
+    changed: list[str] = []
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="build_all_") as scratch:
+        steps = [("source/attention/", lambda: step_notebook(build_notebooks, check)),
+                 ("source/training/", lambda: step_notebook(build_training_notebook, check))]
+        steps += [(f"release/{a}/", lambda a=a: step_release(a, check, Path(scratch)))
+                  for a in ASSIGNMENTS]
+        steps += [("submitted/", lambda: step_submissions(check))]
+        for label, step in steps:
+            try:
+                paths = step()
+            except (Stale, ValueError, OSError) as exc:
+                print(f"{label}: FAILED: {exc}", file=out)
+                failed = True
+                if check:
+                    continue
+                print("the later steps would build on it: stopped.", file=out)
+                break
+            word = "stale" if check else "wrote"
+            print(f"{label}: {'up to date' if not paths else f'{len(paths)} {word}'}", file=out)
+            for path in paths:
+                print(f"  {word}: {path}", file=out)
+            changed += paths
+    seconds = time.perf_counter() - started
+    if failed:
+        print(f"a step failed ({seconds:.0f} s).", file=out)
+    elif check and changed:
+        print(f"{len(changed)} file(s) stale ({seconds:.0f} s): run `python -m tools.build_all` "
+              "and commit the result.", file=out)
+    elif check:
+        print(f"everything is up to date ({seconds:.0f} s).", file=out)
+    else:
+        print(f"{len(changed)} file(s) written ({seconds:.0f} s).", file=out)
+    return 1 if failed or (check and changed) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line (see the module's docstring); returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m tools.build_all",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming every file that is stale")
+    return run(parser.parse_args(argv).check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
