@@ -330,3 +330,43 @@ def test_subcommand_of_the_graders_command_line(course, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "d" / "index.html").is_file()
     assert done.stdout.strip() == f"dashboard: {tmp_path / 'd' / 'index.html'}"
+
+
+@pytest.mark.slow
+def test_batch_writes_the_dashboard_with_its_logged_faults(tmp_path):
+    """``batch`` on a released course with one example student whose ``merge_heads``
+    mixes the heads up: the page shows the gradebook's total and the logged fault."""
+    import subprocess
+
+    from nbgrader.api import Gradebook
+
+    from tests.course import kit_env
+
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "source" / A, root / "source" / A)
+    shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+    student = "student_heads_merged_wrong"
+    shutil.copytree(ROOT / "submitted" / student, root / "submitted" / student)
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", A,
+                           "--force"], cwd=root, env=kit_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                           "--workers", "1"], cwd=root, env=kit_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"dashboard: {Path('dashboard', A, 'index.html')}" in done.stdout
+    page = root / "dashboard" / A / "index.html"
+    parsed = Page()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention-kit") as gb:
+        total = gb.find_submission(A, student).score
+    assert total < 100
+    rows = parsed.tables["student-table"][1:]
+    assert [r["cells"][:2] for r in rows] == [[f"{student} (no feedback page)",
+                                               f"{total:.2f} / 100"]]
+    assert "merge_heads" in rows[0]["cells"][3] and "head-order" in rows[0]["cells"][3]
+    assert {r["cells"][0]: r["cells"][2] for r in parsed.tables["faults"][1:]} == \
+        {"head-order": "1"}
+    assert all((page.parent / f"{stem}.{ext}").is_file()
+               for stem in dashboard.FIGURES for ext in ("png", "svg"))
