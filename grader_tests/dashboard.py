@@ -214,10 +214,12 @@ def reports_in_autograded(path: Path) -> dict[str, dict] | None:
         path: ``autograded/<student>/<assignment>/<assignment>.ipynb``.
 
     Returns:
-        graded name -> ``{"score": float or None, "faults": [str], "error": str or
-        None}``: ``score`` and ``faults`` from the cell's ``RESULT_MIME`` output (score
-        None when the cell has none), ``error`` the name of the error the cell ended with
-        (``CellTimeoutError``...). None when the notebook is missing or unreadable.
+        graded name -> ``{"score": float or None, "reported": bool, "faults": [str],
+        "error": str or None}``: ``score`` and ``faults`` from the cell's ``RESULT_MIME``
+        output (``reported``); without one, ``score`` is what nbgrader makes of the cell
+        (0 after an error, else None: not compared) and ``error`` the name of the error
+        the cell ended with (``CellTimeoutError``...). None when the notebook is missing
+        or unreadable.
     """
     import nbformat
 
@@ -249,8 +251,11 @@ def reports_in_autograded(path: Path) -> dict[str, dict] | None:
                     faults = _failed_faults(report.get("checks"))
             elif kind == "error":
                 error = str(output.get("ename") or "error")
-        found[_part_name(str(meta["grade_id"]))] = {"score": score, "faults": faults,
-                                                    "error": error}
+        reported = score is not None
+        if not reported and error is not None:
+            score = 0.0  # nbgrader's grade of a cell that ended in an error
+        found[_part_name(str(meta["grade_id"]))] = {"score": score, "reported": reported,
+                                                    "faults": faults, "error": error}
     return found
 
 
@@ -258,7 +263,8 @@ def reports_in_log(log_path: Path | None) -> dict[str, dict]:
     """The batch log's last record per student (``batch.Log``).
 
     Returns:
-        student -> ``{"parts": {name: {"score", "faults", "error": None}}, "notes":
+        student -> ``{"parts": {name: {"score", "reported": True, "faults", "error":
+        None}}, "notes":
         [str]}``; students whose last record holds no report (a grading error) are left
         out. Empty when there is no log.
     """
@@ -274,7 +280,7 @@ def reports_in_log(log_path: Path | None) -> dict[str, dict]:
         parts = {}
         for name, f in report["functions"].items():
             if isinstance(f, dict) and isinstance(f.get("score"), (int, float)):
-                parts[str(name)] = {"score": float(f["score"]),
+                parts[str(name)] = {"score": float(f["score"]), "reported": True,
                                     "faults": _failed_faults(f.get("checks")), "error": None}
         notes = [f"flag: {f}" for f in record.get("flags") or []]
         notes += [str(e) for e in [record.get("error"), *(record.get("cell_errors") or []),
@@ -384,7 +390,7 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                         rec = recorded.get(name)
                         if not below_full_marks(part):
                             part.faults = []
-                        elif rec is not None and rec["score"] is not None:
+                        elif rec is not None and rec["reported"]:
                             part.faults = list(rec["faults"]) or ["other"]
                         elif rec is not None:  # the cell ended before the graders reported
                             part.faults = [CELL_ERROR_FAULTS.get(rec["error"], "crash")]
@@ -542,7 +548,7 @@ def figure_heatmap(data: ClassResults):
     else:
         ax.set_ylabel(f"{len(rows)} students, by id")
         ax.set_yticks([])
-    fig.colorbar(image, ax=ax, label="fraction of the part's points", shrink=0.8)
+    fig.colorbar(image, ax=ax, label="fraction of the points", shrink=0.8)
     ax.set_title(FIGURES["heatmap"])
     return fig
 
@@ -579,9 +585,10 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 72em;
        padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
-figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; }
+figure { margin: 1em 0; } figure img { width: min(100%, 60em); height: auto; }
 figcaption { font-size: 0.9em; color: #555; }
 table { border-collapse: collapse; margin: 0.5em 0; }
+th { white-space: nowrap; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left;
          vertical-align: top; overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }

@@ -3,7 +3,8 @@
 The course: the assignment's hidden-check cells recorded with nbgrader's ``Gradebook``
 and six students whose grades reached it by each path the kit has: ``alice`` by
 ``nbgrader autograde`` (reports in ``autograded/``, one cell stopped by a time-out),
-``<script>`` and ``bob`` by ``batch`` (the log), ``carol`` whose gradebook scores match
+``frank`` the same way with every cell a stub, ``<script>`` and ``bob`` by ``batch``
+(the log), ``carol`` whose gradebook scores match
 no record, ``erin`` with a manual score over a graded mistake, and ``dave`` without a
 submission. Checked: every figure is in the page and in the folder as PNG and SVG, the
 numbers are the gradebook's, the fault counts are the reports' of the parts below full
@@ -97,6 +98,7 @@ AUTO = {
     MATH: {"merge_heads": 3.0},
     "carol": {"layer_norm_backward": 6.0},
     "erin": {"merge_heads": 3.0},
+    "frank": {name: 0.0 for name in POINTS},  # every cell a stub: no report at all
 }
 
 
@@ -128,6 +130,7 @@ def course(tmp_path_factory):
         gb.db.commit()
     _autograded(root, "alice", {SDPA: _report(SDPA, 7.2, ["mask-after-softmax"])},
                 errors={"softmax": "CellTimeoutError"})
+    _autograded(root, "frank", {}, errors={name: "NotImplementedError" for name in POINTS})
     log = [
         _log_record(HOSTILE, AUTO[HOSTILE], {"padding_mask": "padding-ignored",
                                              SDPA: "softmax-wrong-axis"}),
@@ -235,7 +238,7 @@ def test_scores_are_the_gradebooks(course, written):
                                    f"{min(scores):.2f}", f"{max(scores):.2f}",
                                    str(sum(s == POINTS[name] for s in scores))]
     overview = {r["cells"][0]: r["cells"][1] for r in parsed.tables["overview"]}
-    assert overview["submissions"] == "6" and overview["graded"] == "6"
+    assert overview["submissions"] == "7" and overview["graded"] == "7"
     assert overview["students without a submission"] == "1"
     assert overview["to review (flagged or waiting for a manual grade)"] == "1"  # bob
     assert overview["mean score"] == f"{statistics.fmean(totals.values()):.2f} / 100"
@@ -250,6 +253,7 @@ def test_fault_counts_are_the_reports_of_parts_below_full_marks(written):
         "padding-ignored": ["1", HOSTILE],
         "softmax-wrong-axis": ["1", HOSTILE],
         "timeout": ["1", "alice"],  # the cell nbgrader stopped, no report
+        "not-implemented": ["1", "frank"],  # stubs: every cell ended in an error
     }
     meanings = {r["cells"][0]: r["cells"][1] for r in parsed.tables["faults"][1:]}
     assert meanings["head-order"] == dashboard.FAULTS["head-order"]
@@ -258,6 +262,7 @@ def test_fault_counts_are_the_reports_of_parts_below_full_marks(written):
     assert "layer_norm_backward 6/10 (fault ids unknown)" in rows["carol"][3]
     assert "match neither" in rows["carol"][4]
     assert "softmax 0/10 (timeout)" in rows["alice"][3]
+    assert "exercise_decoder_budget 0/3 (not-implemented)" in rows["frank"][3]
     assert rows["bob"][2] == "flagged"
     assert "<b>os.environ</b>" in rows["bob"][4]  # shown as text (the parser unescaped it)
 
