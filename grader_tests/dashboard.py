@@ -71,7 +71,7 @@ SCORE_TOLERANCE = 1e-5
 CELL_ERROR_FAULTS = {"NotImplementedError": "not-implemented", "CellTimeoutError": "timeout",
                      "TimeoutError": "timeout"}
 # Longest student id or fault id drawn in a figure (longer ones end in an ellipsis).
-LABEL_CHARS = 36
+LABEL_CHARS = 44
 # Above this many students the heat map has no per-row labels and no numbers in its cells.
 HEATMAP_LABELLED = 80
 
@@ -364,12 +364,15 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                 if student not in totals:
                     absent.append(student)
                     continue
-                notebook = gb.find_submission_notebook(assignment, assignment, student)
-                grades = {_part_name(g.name): g for g in notebook.grades}
+                try:
+                    notebook = gb.find_submission_notebook(assignment, assignment, student)
+                except MissingEntry:  # a submission without the notebook: nothing graded
+                    notebook = None
+                grades = {_part_name(g.name): g for g in notebook.grades} if notebook else {}
                 row = StudentResult(
                     student=student, score=float(totals[student]["score"]),
                     max_score=float(totals[student]["max_score"]),
-                    flagged=bool(notebook.flagged),
+                    flagged=bool(notebook is not None and notebook.flagged),
                     needs_manual_grade=bool(totals[student]["needs_manual_grade"]))
                 auto = {n: (None if g.auto_score is None else float(g.auto_score))
                         for n, g in grades.items()}
