@@ -50,8 +50,13 @@ import urllib.parse
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from .faults import FAULTS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from nbgrader.coursedir import CourseDirectory
 
 DEFAULT_ASSIGNMENT = "attention"
 FOLDER = "dashboard"  # beside the course's autograded/ and feedback/
@@ -176,7 +181,7 @@ def below_full_marks(part: Part) -> bool:
 # Reading: the gradebook, and the graders' reports where each path recorded them.
 
 
-def course_directory(root: Path):
+def course_directory(root: Path) -> CourseDirectory:
     """nbgrader's ``CourseDirectory`` of the course in ``root``, configured by its
     ``nbgrader_config.py`` (read as nbgrader reads it) and rooted at ``root``."""
     from nbgrader.coursedir import CourseDirectory
@@ -418,7 +423,7 @@ def plain_label(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -427,7 +432,7 @@ def _figure(width: float, height: float):
     return fig
 
 
-def figure_scores(data: ClassResults):
+def figure_scores(data: ClassResults) -> Figure:
     """Histogram of the graded students' totals, bins of 5 % of the maximum, with the
     mean and the median marked."""
     fig = _figure(7.0, 3.6)
@@ -466,7 +471,7 @@ def part_statistics(data: ClassResults) -> dict[str, dict[str, float]]:
     return stats
 
 
-def figure_functions(data: ClassResults):
+def figure_functions(data: ClassResults) -> Figure:
     """Per graded part, a bar of its maximum points, the class's mean on it, and the
     range (lowest to highest score over the graded students)."""
     stats = part_statistics(data)
@@ -489,7 +494,7 @@ def figure_functions(data: ClassResults):
     return fig
 
 
-def figure_faults(data: ClassResults):
+def figure_faults(data: ClassResults) -> Figure:
     """Per fault id, how many students hit it, with the fault's explanation under its bar."""
     counts = data.fault_counts()
     fig = _figure(8.0, 0.62 * max(1, len(counts)) + 1.2)
@@ -518,7 +523,7 @@ def figure_faults(data: ClassResults):
     return fig
 
 
-def figure_heatmap(data: ClassResults):
+def figure_heatmap(data: ClassResults) -> Figure:
     """Students (rows) x graded parts (columns): the fraction of each part's points
     earned, with the points written in each cell up to ``HEATMAP_LABELLED`` students."""
     import numpy as np
@@ -556,7 +561,7 @@ def figure_heatmap(data: ClassResults):
     return fig
 
 
-def figures(data: ClassResults) -> dict:
+def figures(data: ClassResults) -> dict[str, Figure]:
     """The four figures (matplotlib ``Figure``), keyed as ``FIGURES``."""
     return {"scores": figure_scores(data), "functions": figure_functions(data),
             "faults": figure_faults(data), "heatmap": figure_heatmap(data)}
@@ -568,8 +573,14 @@ def _write_bytes(path: Path, data: bytes) -> None:
     os.replace(partial, path)
 
 
-def render(fig, fmt: str) -> bytes:
-    """``fig`` as PNG (``PNG_DPI``) or SVG bytes, without a date or a random id in them."""
+def render(fig: Figure, fmt: str) -> bytes:
+    """``fig`` as PNG (``PNG_DPI`` dots per inch) or SVG bytes, without a date or a
+    random id in them.
+
+    Args:
+        fig: the figure.
+        fmt: ``"png"`` or ``"svg"``.
+    """
     import matplotlib
 
     buffer = io.BytesIO()
@@ -619,6 +630,9 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
         svgs: figure stem -> SVG bytes, embedded as data URIs in ``<img>`` elements.
         out_dir: the folder the page is written to (links are relative to it).
         generated: the time of writing, shown in the header.
+
+    Returns:
+        The HTML text; every string that is not the kit's own is escaped.
     """
     graded = data.graded()
     scores = [s.score for s in graded]
@@ -749,7 +763,7 @@ def write_dashboard(root: Path, assignment: str = DEFAULT_ASSIGNMENT,
 
 
 def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str | None = None,
-                  log_path: Path | None = None, out=None) -> Path | None:
+                  log_path: Path | None = None, out: TextIO | None = None) -> Path | None:
     """Write the dashboard at the end of a grading run; never raises.
 
     Prints one line: where the page is, or why it could not be written (the grades are
@@ -777,7 +791,15 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grader_tests dashboard``: 0 when written, 2 when it cannot be."""
+    """``python -m grader_tests dashboard``.
+
+    Args:
+        argv: the arguments after ``dashboard`` (default: the command line's).
+
+    Returns:
+        The exit status: 0 when the dashboard was written, 2 when it cannot be (the reason
+        on stderr: no gradebook, or the assignment is not in it).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m grader_tests dashboard",
         description="Write the class dashboard (HTML page, PNG and SVG figures) of an "
