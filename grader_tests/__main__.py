@@ -2,6 +2,7 @@
 
     python -m grader_tests grade PATH [--json] [--only NAME ...] [--in-process]
     python -m grader_tests batch [SUBMITTED] [--workers N] ...   (see batch.py)
+    python -m grader_tests dashboard [--root COURSE] [--assignment A]   (see dashboard.py)
 
 PATH is a filled-in notebook or a ``.py`` module defining the names of docs/contract.md §2
 (assignment `attention`), or a filled-in `training` notebook (recognised by its gate cell;
@@ -59,6 +60,9 @@ def main(argv=None):
     b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
                        add_help=False)
     b.add_argument("rest", nargs=argparse.REMAINDER)
+    d = sub.add_parser("dashboard", help="write the class dashboard (HTML, PNG and SVG "
+                                         "figures) from the gradebook", add_help=False)
+    d.add_argument("rest", nargs=argparse.REMAINDER)
     for stream in (sys.stdout, sys.stderr):  # a console that cannot show a character
         try:                                  # (cp1252 and a student's "√") gets "?"
             stream.reconfigure(errors="replace")
@@ -70,6 +74,10 @@ def main(argv=None):
         from .batch import main as batch_main
 
         return batch_main(argv[1:])
+    if argv and argv[0] == "dashboard":
+        from .dashboard import main as dashboard_main
+
+        return dashboard_main(argv[1:])
     args = parser.parse_args(argv)
 
     if os.path.isdir(args.path):

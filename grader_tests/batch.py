@@ -47,6 +47,7 @@ import time
 import warnings
 from collections import Counter
 
+from . import dashboard
 from .config import course_config
 from .core import StudentTimeout, grade_id, report_dict
 from .notebook_choice import choose_notebook
@@ -536,7 +537,9 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         graded = len(students) - len(absent)
         print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
               f"{os.path.basename(log_path)} with the same files (--fresh grades them again)")
-    return summarise(log, students, root, assignment, absent=absent)
+    summary = summarise(log, students, root, assignment, absent=absent)
+    dashboard.after_grading(root, assignment, db_url, log_path)
+    return summary
 
 
 class BatchSetupError(Exception):

@@ -17,6 +17,10 @@ cells queued behind a cell that raised, so after *Run All* only the setup cell, 
 ``softmax`` stub and its visible test (``NotImplementedError``) have run. The test then
 selects the ``causal_mask`` cells and runs them with Shift+Enter, as a student does.
 
+The class dashboard (``grader_tests/dashboard.py``) of a course nbgrader graded is opened
+from disk too: every figure loads, each student's link opens their feedback page, a
+hostile student id runs nothing.
+
 Screenshots go to ``tmp_path / "screenshots"`` (printed; run pytest with ``-s`` to see
 the path), or to ``$ATTENTION_KIT_SCREENSHOTS`` when that is set (CI uploads it).
 
@@ -309,5 +313,71 @@ def test_feedback_names_each_part_and_wraps_its_report_at_1280_pixels(feedback_p
             }""")
             page.screenshot(path=str(screenshots / "05_feedback_1280.png"))
             assert overflow == [], overflow
+        finally:
+            browser.close()
+
+
+# A student id that runs a script in any page that writes it unescaped.
+HOSTILE_STUDENT = "<img src=x onerror=alert(1)>"
+
+
+def test_dashboard_shows_every_figure_and_links_each_student(feedback_page, screenshots):
+    """The class dashboard of the feedback fixture's course (one student autograded and
+    given feedback by nbgrader, plus a student with a hostile id and grades in the
+    gradebook only), written by ``python -m grader_tests dashboard`` and opened from disk:
+    every figure loads, each student's link opens that student's feedback page, and no
+    script runs."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from grader_tests.batch import alembic_on_path
+    from grader_tests.core import POINTS, grade_id
+
+    course = feedback_page.parents[3]
+    alembic_on_path()
+    with warnings.catch_warnings(), \
+            Gradebook(f"sqlite:///{course / 'gradebook.db'}", "attention-kit") as gb:
+        warnings.simplefilter("ignore")
+        gb.add_student(HOSTILE_STUDENT)
+        gb.add_submission("attention", HOSTILE_STUDENT)
+        for name, points in POINTS.items():
+            grade = gb.find_grade(grade_id(name), "attention", "attention", HOSTILE_STUDENT)
+            grade.auto_score, grade.needs_manual_grade = points / 2, False
+        gb.db.commit()
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "dashboard"], cwd=course,
+                          env=child_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    dashboard = course / "dashboard" / "attention" / "index.html"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            dialogs = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(dashboard.as_uri())
+            page.wait_for_load_state("load")
+            images = page.evaluate("""() => Array.from(document.images).map(i => ({
+                alt: i.alt, complete: i.complete, width: i.naturalWidth,
+                height: i.naturalHeight}))""")
+            assert [i["alt"] for i in images] == ["Score distribution",
+                                                  "Points per graded part",
+                                                  "Students per fault id",
+                                                  "Student x graded part"], images
+            assert all(i["complete"] and i["width"] > 0 and i["height"] > 0
+                       for i in images), images
+            rows = page.locator("#student-table tbody tr")
+            assert rows.count() == 2
+            assert HOSTILE_STUDENT in rows.nth(0).inner_text()  # shown as text
+            page.screenshot(path=str(screenshots / "06_dashboard.png"), full_page=True)
+            links = page.evaluate("""() => Array.from(document.querySelectorAll('a.feedback'))
+                .map(a => ({text: a.textContent, url: a.href}))""")
+            assert [link["text"] for link in links] == ["student_mask_after_softmax"]
+            for link in links:
+                page.goto(link["url"])
+                assert page.url == feedback_page.as_uri()
+                sync_api.expect(page.locator("#toc li a").first).to_be_attached()
+                assert "scaled_dot_product_attention" in page.locator("#toc").inner_text()
+            assert dialogs == []
         finally:
             browser.close()

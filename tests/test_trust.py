@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADED = ["softmax", "causal_mask"]
 # Written by grading itself, not by a submission: left out of the course's checksum.
 GRADING_OUTPUTS = ("gradebook.db", "autograded", "feedback", "batch_log.jsonl", ".hypothesis",
-                   "__pycache__", "summary.json")
+                   "__pycache__", "summary.json", "dashboard")
 
 pytestmark = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
