@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from tests.course import ROOT, kit_env
+from tests.test_training import gradebooks  # noqa: F401  (fixture: quick nbgrader gradebooks)
 
 ROOT_PATH = Path(ROOT)
 COURSE_ID = "attention-kit"
@@ -146,7 +147,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
         done.stdout, done.stdout
     alice_course = f"{COURSE_ID}-training-alice"
     assert f"nbgrader fetch_assignment training --course {alice_course}" in done.stdout
-    outbound = sorted(p.parent.name for p in exchange.glob("*/outbound/training"))
+    outbound = sorted(p.parent.parent.name for p in exchange.glob("*/outbound/training"))
     assert outbound == [alice_course]
     ledger = json.loads((course / "unlocked" / "unlocked.json").read_text())
     assert ledger["students"]["alice"]["exchange_course"] == alice_course
@@ -279,3 +280,49 @@ def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
     disabled = (listed.stdout + listed.stderr).split("Disabled extensions:")[1]
     assert "@jupyter/nbgrader:formgrader" in disabled
     assert "assignment-list" not in disabled and "validate-assignment" not in disabled
+
+
+# --- the unlock command and the exchange, without nbgrader's autograde --------------------
+
+
+def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_path,
+                                                                             gradebooks):
+    """unlock(..., exchange=...) releases `training` to a course of each passing student's
+    own, with nbgrader's permissions (outbound readable by all, inbound writable but not
+    listable); a release the exchange refuses leaves that student out of the ledger with
+    the reason, the others go on, and the next run releases to them."""
+    import stat
+    import warnings
+
+    from tests.test_training import release_folder, set_scores, unlock_module
+
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the exchange should be")
+    exchange = tmp_path / "exchange"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30)})
+        newly, _, locked = unlock.unlock(gb, release, unlocked, full, exchange=blocked,
+                                         course_id="course")
+        assert newly == [] and [v["student"] for v in locked] == ["ada", "bo"]
+        assert "but the release to the exchange" in locked[0]["reason"]
+        assert locked[1]["reason"] == "attention scored 90 / 100, needs 100"
+        assert not (unlocked / "unlocked.json").exists()
+
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full, exchange=exchange,
+                                               course_id="course")
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        gb.close()
+    ledger = json.loads((unlocked / "unlocked.json").read_text())
+    assert ledger["students"]["ada"]["exchange_course"] == "course-training-ada"
+    assert sorted(p.name for p in exchange.iterdir()) == ["course-training-ada"]
+    outbound = exchange / "course-training-ada" / "outbound" / "training"
+    assert (outbound / "training.ipynb").read_bytes() == (release / "training.ipynb").read_bytes()
+    assert stat.S_IMODE(outbound.stat().st_mode) == 0o755
+    assert stat.S_IMODE((outbound / "training.ipynb").stat().st_mode) == 0o644
+    inbound = exchange / "course-training-ada" / "inbound"
+    assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733

@@ -44,7 +44,8 @@ Usage, from the course root (the repository root)::
 The gradebook URL, the course root, the course id and the exchange come from
 ``nbgrader_config.py`` (``CourseDirectory.db_url``, ``CourseDirectory.root``,
 ``CourseDirectory.course_id``, ``Exchange.root``) unless ``--db`` / ``--root`` /
-``--exchange`` are given. The exit
+``--exchange`` are given; with ``--root``, the exchange is the one that folder's
+``nbgrader_config.py`` sets (none: ``unlocked/`` only). The exit
 status is 0 when the command ran (whoever was unlocked), 2 when the gradebook or the
 release folder cannot be used.
 """
@@ -407,7 +408,10 @@ def main(argv=None):
     db_url, root, course_id = course_settings(os.getcwd())
     db_url = args.db or db_url
     root = Path(args.root or root or os.getcwd())
-    exchange = None if args.no_exchange else (args.exchange or exchange_root(os.getcwd()))
+    # The exchange of the course released from: with --root, that folder's own
+    # nbgrader_config.py (none there: no exchange), else the current folder's.
+    exchange = None if args.no_exchange else (
+        args.exchange or exchange_root(args.root if args.root else os.getcwd()))
     if exchange and not course_id:
         print("no course id: set CourseDirectory.course_id in nbgrader_config.py (the exchange "
               "names each student's course after it), or pass --no-exchange", file=sys.stderr)
