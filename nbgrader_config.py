@@ -168,3 +168,30 @@ c.GenerateFeedback.post_convert_hook = finish_feedback_pages
 # What a student wrote is shown as text, never run as a page's script: markdown, displayed
 # HTML and outputs of the notebook are sanitised in the feedback page (and the formgrader).
 c.HTMLExporter.sanitize_html = True
+
+# --- The exchange and collecting submissions ----------------------------------------------
+# nbgrader's exchange (release_assignment, fetch_assignment, submit, collect,
+# release_feedback, fetch_feedback) goes through one folder that instructor and students can
+# all reach. By default it is `exchange/` in this course folder (git-ignored; nbgrader's own
+# default, /usr/local/share/nbgrader/exchange, is not writable on most machines): right for
+# students who work on this same machine or file system, and for trying the whole cycle.
+# Students' nbgrader must point at the same folder (their own configuration, or
+# `--Exchange.root=...` on each command): see the README, "The exchange".
+# On a JupyterHub whose exchange is shared by every course, replace the line below by:
+#     c.Exchange.root = "/srv/nbgrader/exchange"
+c.Exchange.root = os.path.join(ROOT, "exchange")
+
+# `nbgrader zip_collect ASSIGNMENT` takes the files a learning platform's "download all
+# submissions" produced (zip archives in downloaded/ASSIGNMENT/archive/, or the files in
+# downloaded/ASSIGNMENT/extracted/) and files each under submitted/<student>/ASSIGNMENT/.
+# The student and the notebook come from the file name; this pattern is Canvas's:
+#     <student>_<user id>_<attachment id>_<notebook>.ipynb
+# with `LATE_` before the user id for a late submission and `-1`, `-2`, ... after the
+# notebook's name for a resubmission, e.g. `doejane_LATE_48213_1190044_attention-1.ipynb`
+# goes to submitted/doejane/attention/attention.ipynb. <student> (Canvas's sortable name,
+# lower case, no spaces) is the student's id in the gradebook. A file that does not match
+# is skipped with a warning and the others are collected.
+c.FileNameCollectorPlugin.named_regexp = (
+    r".*/(?P<student_id>[A-Za-z0-9.\-]+)_(?:LATE_)?[0-9]+_[0-9]+_"
+    r"(?P<file_id>attention|training)(?:-[0-9]+)?\.ipynb$"
+)

@@ -124,11 +124,16 @@ def test_every_solution_cell_of_the_release_is_a_stub(assignment):
 
 
 def test_nbgrader_validate_passes_on_the_source(assignment, tmp_path):
-    # a copy, so that nothing the kernel leaves behind lands beside the source notebook
-    # (the training notebook's gate opens with the reference on the instructor's side)
+    # a copy, so that nothing the kernel leaves behind lands beside the source notebook;
+    # laid out as in source/ (the training notebook's gate opens only on the attention
+    # notebook beside it, here the instructor's)
     source = paths(assignment)[0]
-    shutil.copy(source, tmp_path / source.name)
-    result = nbgrader(ROOT, "validate", str(tmp_path / source.name))
+    (tmp_path / assignment).mkdir()
+    shutil.copy(source, tmp_path / assignment / source.name)
+    if assignment == "training":
+        (tmp_path / "attention").mkdir()
+        shutil.copy(ROOT / "source" / "attention" / "attention.ipynb", tmp_path / "attention")
+    result = nbgrader(ROOT, "validate", str(tmp_path / assignment / source.name))
     assert result.returncode == 0, result.stdout[-3000:]
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout[-3000:]
 

@@ -700,12 +700,40 @@ def test_gate_without_a_notebook_explains_where_it_looked(tmp_path, monkeypatch)
         run_gate()
 
 
-def test_gate_falls_back_to_the_reference_on_the_instructors_side(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)                            # no ../attention here
+def test_gate_never_falls_back_to_the_reference_when_the_notebook_is_missing(tmp_path, monkeypatch):
+    """Where the kit is installed (``solutions`` importable, as here) a training folder with
+    no attention folder beside it keeps the gate closed, says where it looked and how to
+    give the path, and defines none of the attention functions."""
+    import solutions.attention  # noqa: F401  (importable: the case that used to open the gate)
+
+    monkeypatch.chdir(make_course(tmp_path))
+    (tmp_path / "attention" / "attention.ipynb").unlink()         # fetched training only
     monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    ns = {"__name__": "__main__"}
+    with pytest.raises(Exception) as info:
+        run_gate(ns)
+    assert type(info.value).__name__ == "GateClosed"
+    message = str(info.value)
+    assert "The gate is closed: it could not find your attention notebook" in message
+    assert str(tmp_path / "attention" / "attention.ipynb") in message
+    assert "%env ATTENTION_NOTEBOOK=" in message
+    assert not any(name in ns for name in attention_ref.SPEC_FUNCTIONS)
+    with pytest.raises(Exception, match="run the first cell"):
+        ns["require_gate"]()
+
+
+def test_gate_finds_the_notebook_given_by_path(tmp_path, monkeypatch, capsys):
+    """The path the closed gate asks for (ATTENTION_NOTEBOOK, set in the kernel) opens it on
+    that notebook's functions, not the kit's."""
+    make_course(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)                                  # no ../attention here
+    monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "attention" / "attention.ipynb"))
     ns = run_gate()
-    assert "reference solution of the kit" in capsys.readouterr().out
-    assert ns["softmax"] is attention_ref.softmax
+    assert "Gate open" in capsys.readouterr().out
+    assert ns["softmax"] is not attention_ref.softmax
+    assert ns["softmax"].__code__.co_filename.endswith("softmax_solution")
 
 
 # --- the unlock command ----------------------------------------------------------------------

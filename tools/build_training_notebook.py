@@ -264,19 +264,18 @@ def _gate_run():
     where = os.environ.get("ATTENTION_NOTEBOOK", "").strip()
     path = Path(where).expanduser() if where else Path("..") / "attention" / "attention.ipynb"
     if not path.is_file():
-        try:  # the instructor's or the grader's environment: the kit's reference solution
-            from solutions import attention as reference
-        except ImportError:
-            reference = None
-        if reference is not None and not where:
-            functions = {name: getattr(reference, name) for name in ATTENTION_FUNCTIONS}
-            return True, ("Gate open: no attention notebook at ../attention/attention.ipynb, so the "
-                          "reference solution of the kit (solutions.attention) is used."), functions
+        # Never anyone else's functions (not even the kit's reference where it is installed):
+        # the gate opens on the student's own attention notebook or stays closed.
+        told = ("the path in ATTENTION_NOTEBOOK" if where
+                else "the attention folder next to this training folder")
         return False, (
-            f"The gate could not find your attention notebook at {path.resolve()}.\n"
-            "Put this training folder next to your attention folder (the two assignments side by side,\n"
-            "as nbgrader fetches them), or set the environment variable ATTENTION_NOTEBOOK to the path\n"
-            "of your attention.ipynb before starting Jupyter, then run this cell again."), {}
+            f"The gate is closed: it could not find your attention notebook ({told}):\n"
+            f"  {path.resolve()}\n"
+            "Fetch or put your attention folder next to this training folder (the two assignments side\n"
+            "by side: attention/attention.ipynb and training/training.ipynb, as nbgrader fetches them),\n"
+            "or tell the gate where your attention.ipynb is: run, in a new cell,\n"
+            "    %env ATTENTION_NOTEBOOK=/path/to/your/attention.ipynb\n"
+            "then run this cell again."), {}
 
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))

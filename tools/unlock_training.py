@@ -3,13 +3,24 @@
 
 nbgrader releases an assignment to the whole class at once; this command releases
 `training` student by student. It reads every student's `attention` score from nbgrader's
-gradebook and, for each student whose score meets the threshold (default: full marks),
-copies the released notebook folder ``release/training/`` to
-``unlocked/<student>/training/`` and records the release in ``unlocked/unlocked.json``.
-The instructor hands each ``unlocked/<student>/`` folder to its student (the course's
-learning platform, a per-student repository, a shared drive); the student puts the
-``training`` folder next to their ``attention`` folder, where the notebook's first cell
-finds their attention functions.
+gradebook and, for each student whose score meets the threshold (default: full marks):
+
+* releases the released notebook folder ``release/training/`` through nbgrader's exchange
+  (``Exchange.root`` of ``nbgrader_config.py``) to a course of that student's own,
+  ``<course id>-training-<student>`` (``exchange_course``): nbgrader's exchange has no
+  per-student release, and a course per unlocked student is the one place of the exchange
+  that student alone is told to fetch from. The student fetches it the way they fetched
+  `attention` (``nbgrader fetch_assignment training --course attention-kit-training-<student>``,
+  or that course in JupyterLab's assignment list), into ``training/`` next to their
+  ``attention/`` folder, where the notebook's first cell finds their attention functions,
+  and submits it back to that course; ``--collect`` brings those submissions into
+  ``submitted/<student>/training/``. Without an authentication plugin, nbgrader's exchange
+  lets anyone who can read it list every course in it: on a JupyterHub,
+  ``JupyterHubAuthPlugin`` shows a course only to the members of the hub group
+  ``nbgrader-<course>`` (the command prints it for each student released to);
+* copies it to ``unlocked/<student>/training/`` as well, for a course that hands folders
+  out another way (a learning platform, a per-student repository, a shared drive);
+* records the release in ``unlocked/unlocked.json``.
 
 It prints who is unlocked and who is not, and why (no `attention` submission, flagged for
 review, not graded yet, cells waiting for manual grading, score below the threshold). A
@@ -27,9 +38,14 @@ Usage, from the course root (the repository root)::
     python tools/unlock_training.py --threshold 90       # at least 90 points
     python tools/unlock_training.py --threshold 95%      # at least 95 % of the maximum
     python tools/unlock_training.py --db sqlite:////path/gradebook.db --dry-run
+    python tools/unlock_training.py --no-exchange              # unlocked/ only
+    python tools/unlock_training.py --collect                  # collect their submissions
 
-The gradebook URL and the course root come from ``nbgrader_config.py`` (``CourseDirectory.
-db_url`` and ``CourseDirectory.root``) unless ``--db`` / ``--root`` are given. The exit
+The gradebook URL, the course root, the course id and the exchange come from
+``nbgrader_config.py`` (``CourseDirectory.db_url``, ``CourseDirectory.root``,
+``CourseDirectory.course_id``, ``Exchange.root``) unless ``--db`` / ``--root`` /
+``--exchange`` are given; with ``--root``, the exchange is the one that folder's
+``nbgrader_config.py`` sets (none: ``unlocked/`` only). The exit
 status is 0 when the command ran (whoever was unlocked), 2 when the gradebook or the
 release folder cannot be used.
 """
@@ -65,6 +81,99 @@ def course_settings(config_dir):
     may be None)."""
     course = course_config(str(config_dir))
     return course.get("db_url"), course.get("root"), course.get("course_id")
+
+
+def exchange_root(config_dir: str | Path) -> str | None:
+    """``Exchange.root`` of ``nbgrader_config.py`` in ``config_dir`` (None if unset)."""
+    return course_config(str(config_dir), "Exchange").get("root")
+
+
+def exchange_course(course_id: str, student: str) -> str:
+    """The exchange course through which ``student`` alone receives `training`:
+    ``"<course_id>-training-<student>"`` (``"attention-kit-training-alice"``)."""
+    return f"{course_id}-{ASSIGNMENT}-{student}"
+
+
+def _exchange_config(root: Path, course: str, exchange: str | Path, db_url: str | None = None):
+    """The traitlets ``Config`` of one nbgrader exchange transfer of `training`: the
+    course folder's ``nbgrader_config.py`` (its ``ignore`` list, ...) with the course id,
+    the assignment, the exchange root and the gradebook set here."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = Config()
+    if (root / "nbgrader_config.py").is_file():
+        config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config())
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.course_id = course
+    config.CourseDirectory.assignment_id = ASSIGNMENT
+    if db_url:
+        config.CourseDirectory.db_url = db_url
+    config.Exchange.root = str(exchange)
+    return config
+
+
+def release_to_exchange(release_dir: Path, exchange: str | Path, course: str) -> Path:
+    """Release the folder ``release_dir`` (``.../release/training``) through nbgrader's
+    exchange as assignment `training` of ``course`` (nbgrader's ``release_assignment``:
+    ``<exchange>/<course>/outbound/training``, with the course's ``inbound`` for the
+    submission), replacing an earlier release of that course.
+
+    Args:
+        release_dir: the released notebook folder; its parent's parent is taken as the
+            course root (nbgrader reads ``<root>/release/training``).
+        exchange: the exchange root (created by nbgrader if missing).
+        course: the exchange course (``exchange_course``).
+
+    Returns:
+        The outbound folder written.
+
+    Raises:
+        nbgrader.exchange.ExchangeError: when nbgrader cannot write the exchange.
+    """
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeReleaseAssignment
+
+    root = release_dir.parent.parent
+    config = _exchange_config(root, course, exchange)
+    config.CourseDirectory.release_directory = release_dir.parent.name
+    config.ExchangeReleaseAssignment.force = True
+    coursedir = CourseDirectory(config=config)
+    ExchangeReleaseAssignment(coursedir=coursedir, authenticator=None, config=config).start()
+    return Path(exchange) / course / "outbound" / ASSIGNMENT
+
+
+def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
+                          db_url: str | None = None) -> list[str]:
+    """nbgrader's ``collect --update`` of `training` from each unlocked student's own
+    exchange course into ``<root>/submitted/<student>/training/``.
+
+    Args:
+        root: the course root.
+        exchange: the exchange root.
+        students: the ledger's ``{student: record}``; records with an
+            ``"exchange_course"`` are collected from that course.
+        db_url: the gradebook (nbgrader's collect reads the assignment's due date there).
+
+    Returns:
+        The students whose submission folder is in ``submitted/`` after the run, sorted.
+    """
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeCollect
+
+    collected = []
+    for student, record in sorted(students.items()):
+        course = record.get("exchange_course")
+        if not course or not (Path(exchange) / course / "inbound").is_dir():
+            continue
+        config = _exchange_config(root, course, exchange, db_url)
+        config.CourseDirectory.student_id = student
+        config.ExchangeCollect.update = True
+        coursedir = CourseDirectory(config=config)
+        ExchangeCollect(coursedir=coursedir, authenticator=None, config=config).start()
+        if (root / "submitted" / student / ASSIGNMENT).is_dir():
+            collected.append(student)
+    return collected
 
 
 def parse_threshold(text):
@@ -212,7 +321,8 @@ def save_ledger(path, ledger):
     os.replace(temporary, path)
 
 
-def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=None):
+def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=None,
+           exchange=None, course_id=None):
     """Release `training` to every eligible student not released to before.
 
     Args:
@@ -222,6 +332,9 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
         threshold: a ``parse_threshold`` value.
         dry_run: report only, write nothing.
         now: ISO timestamp to record (default: the current UTC time).
+        exchange: nbgrader's exchange root, or None: each eligible student's release also
+            goes there, to their course ``exchange_course(course_id, student)``.
+        course_id: the course id (required with ``exchange``).
 
     Returns:
         ``(newly, already, locked)``: lists of verdict dicts (see ``decide``).
@@ -244,11 +357,23 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(release_dir, target,
                                 ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-                ledger["students"][student] = {
+                record = {
                     "unlocked_at": now, "attention_score": verdict["score"],
                     "attention_max_score": verdict["max_score"],
                     "threshold": describe_threshold(threshold, verdict["max_score"]),
                     "folder": str(Path(student) / ASSIGNMENT)}
+                if exchange:
+                    record["exchange_course"] = exchange_course(course_id, student)
+                    try:
+                        release_to_exchange(release_dir, exchange, record["exchange_course"])
+                    except Exception as exc:  # noqa: BLE001  (nbgrader's ExchangeError, OSError)
+                        # not in the ledger: the next run releases to this student again
+                        newly.pop()
+                        locked.append(dict(verdict, reason=(
+                            f"{verdict['reason']}, but the release to the exchange "
+                            f"({exchange}) failed: {exc}; run the command again")))
+                        continue
+                ledger["students"][student] = record
                 save_ledger(ledger_path, ledger)  # after each copy: an interrupted run loses nothing
         else:
             locked.append(verdict)
@@ -265,6 +390,14 @@ def main(argv=None):
                                        "nbgrader_config.py, else the current directory)")
     parser.add_argument("--release", help="folder to hand out (default: ROOT/release/training)")
     parser.add_argument("--unlocked", help="output folder (default: ROOT/unlocked)")
+    parser.add_argument("--exchange", help="nbgrader exchange root (default: Exchange.root of "
+                                           "nbgrader_config.py)")
+    parser.add_argument("--no-exchange", action="store_true",
+                        help="release into unlocked/ only, not through the exchange")
+    parser.add_argument("--collect", action="store_true",
+                        help="collect the training submissions of the unlocked students from "
+                             "their exchange courses into submitted/ (nbgrader collect "
+                             "--update), then stop")
     parser.add_argument("--dry-run", action="store_true", help="report only; write nothing")
     args = parser.parse_args(argv)
 
@@ -275,12 +408,32 @@ def main(argv=None):
     db_url, root, course_id = course_settings(os.getcwd())
     db_url = args.db or db_url
     root = Path(args.root or root or os.getcwd())
+    # The exchange of the course released from: with --root, that folder's own
+    # nbgrader_config.py (none there: no exchange), else the current folder's.
+    exchange = None if args.no_exchange else (
+        args.exchange or exchange_root(args.root if args.root else os.getcwd()))
+    if exchange and not course_id:
+        print("no course id: set CourseDirectory.course_id in nbgrader_config.py (the exchange "
+              "names each student's course after it), or pass --no-exchange", file=sys.stderr)
+        return 2
     if not db_url:
         print("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
               "sets CourseDirectory.db_url", file=sys.stderr)
         return 2
     release_dir = Path(args.release) if args.release else root / "release" / ASSIGNMENT
     unlocked_dir = Path(args.unlocked) if args.unlocked else root / "unlocked"
+
+    if args.collect:
+        if not exchange:
+            print("--collect needs the exchange (Exchange.root or --exchange)", file=sys.stderr)
+            return 2
+        alembic_on_path()
+        students = load_ledger(unlocked_dir / LEDGER)["students"]
+        collected = collect_from_exchange(root, exchange, students, db_url)
+        print(f"{ASSIGNMENT} submissions in {root / 'submitted'} of the {len(students)} unlocked "
+              f"students ({len(collected)}): {', '.join(collected) or '-'}")
+        return 0
+
     if not (release_dir / f"{ASSIGNMENT}.ipynb").is_file():
         print(f"{release_dir} has no {ASSIGNMENT}.ipynb: run `nbgrader generate_assignment "
               f"{ASSIGNMENT}` first", file=sys.stderr)
@@ -295,7 +448,8 @@ def main(argv=None):
     try:
         with (Gradebook(db_url, course_id) if course_id else Gradebook(db_url)) as gradebook:
             newly, already, locked = unlock(gradebook, release_dir, unlocked_dir, threshold,
-                                            dry_run=args.dry_run)
+                                            dry_run=args.dry_run, exchange=exchange,
+                                            course_id=course_id)
             max_score = float(gradebook.find_assignment(GATE_ASSIGNMENT).max_score)
     except LookupError as exc:
         print(str(exc), file=sys.stderr)
@@ -303,11 +457,15 @@ def main(argv=None):
 
     verb = "would unlock" if args.dry_run else "unlocked"
     print(f"threshold: {GATE_ASSIGNMENT} at {describe_threshold(threshold, max_score)}; "
-          f"release: {release_dir}")
+          f"release: {release_dir}; exchange: {exchange or 'none (unlocked/ only)'}")
     print(f"\n{verb} now ({len(newly)}):")
     for v in newly:
         where = unlocked_dir / v["student"] / ASSIGNMENT
         print(f"  {v['student']:42s} {v['reason']}  ->  {where}")
+        if exchange:
+            course = exchange_course(course_id, v["student"])
+            print(f"  {'':42s} exchange course {course} (JupyterHub group nbgrader-{course}): "
+                  f"the student runs `nbgrader fetch_assignment {ASSIGNMENT} --course {course}`")
     print(f"\nalready unlocked, not released again ({len(already)}):")
     for v in already:
         print(f"  {v['student']:42s} {v['reason']}")

@@ -1,0 +1,328 @@
+"""nbgrader's exchange as the kit configures it (``nbgrader_config.py``, "The exchange"):
+the whole cycle for two students, the gated release of `training` through the same
+channel, and ``zip_collect`` on the file names of a Canvas download.
+
+Each test works in a copy of the course in a temporary folder, with the course-local
+exchange of ``nbgrader_config.py`` (``<course>/exchange``). Each student has a home folder
+of their own, where their nbgrader reads ``~/.jupyter/nbgrader_config.py`` (the one line
+pointing at the exchange, as the README tells students, and their id, which on a shared
+machine or a JupyterHub is their login name) and keeps its submission cache, as in
+nbgrader's own tests of the exchange.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.course import ROOT, kit_env
+from tests.test_training import gradebooks  # noqa: F401  (fixture: quick nbgrader gradebooks)
+
+ROOT_PATH = Path(ROOT)
+COURSE_ID = "attention-kit"
+# Two students of the example class: every function right, and one trap (95.2 / 100).
+STUDENTS = {"alice": "student_correct", "bob": "student_mask_after_softmax"}
+# What each must score (the example class's EXPECTED.json: 100 and 95.2).
+EXPECTED = json.loads((ROOT_PATH / "submitted" / "EXPECTED.json").read_text())["students"]
+
+
+def nbgrader(args: list[str], cwd: Path, env: dict | None = None, check: bool = True,
+             timeout: int = 900) -> subprocess.CompletedProcess:
+    """``nbgrader ARGS`` run in ``cwd``; fails the test with its output unless it succeeds
+    (``check``)."""
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd,
+                          env=env or kit_env(), capture_output=True, text=True, check=False,
+                          timeout=timeout)
+    if check:
+        assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def make_course(tmp_path: Path) -> Path:
+    """A copy of the course (sources, releases, configuration) in ``tmp_path/course``."""
+    course = tmp_path / "course"
+    for name in ("source/attention", "source/training", "release/attention", "release/training"):
+        shutil.copytree(ROOT_PATH / name, course / name)
+    shutil.copy(ROOT_PATH / "nbgrader_config.py", course / "nbgrader_config.py")
+    return course
+
+
+def make_home(tmp_path: Path, student: str, exchange: Path) -> tuple[Path, dict]:
+    """``tmp_path/home/<student>`` with the student's nbgrader configuration, and the
+    environment of a command the student runs there."""
+    home = tmp_path / "home" / student
+    (home / ".jupyter").mkdir(parents=True)
+    (home / ".jupyter" / "nbgrader_config.py").write_text(
+        f"c = get_config()\n"
+        f"c.Exchange.root = {str(exchange)!r}\n"
+        f"c.CourseDirectory.student_id = {student!r}\n", encoding="utf-8")
+    env = kit_env(HOME=str(home), USER=student, LOGNAME=student)
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        env.pop(name, None)
+    return home, env
+
+
+def run_gate(training_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Run the gate cell of ``training_dir/training.ipynb`` from that folder, as the
+    student's kernel would; returns its namespace (``GateClosed`` propagates)."""
+    nb = nbformat.read(training_dir / "training.ipynb", as_version=4)
+    gate = next(c for c in nb.cells if c.get("id") == "gate")
+    monkeypatch.chdir(training_dir)
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    namespace = {"__name__": "__main__"}
+    exec(compile(gate.source, "gate", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.slow
+def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeypatch):
+    course = make_course(tmp_path)
+    exchange = course / "exchange"            # nbgrader_config.py: the course-local exchange
+    homes = {student: make_home(tmp_path, student, exchange) for student in STUDENTS}
+
+    # Instructor: record the assignment, release it to the exchange.
+    nbgrader(["generate_assignment", "attention", "--force"], course)
+    nbgrader(["release_assignment", "attention"], course)
+    assert (exchange / COURSE_ID / "outbound" / "attention" / "attention.ipynb").is_file()
+
+    # Each student fetches it into their home, does the work (the example student's
+    # notebook stands for it) and submits.
+    released = (course / "release" / "attention" / "attention.ipynb").read_bytes()
+    for student, example in STUDENTS.items():
+        home, env = homes[student]
+        nbgrader(["fetch_assignment", "attention", "--course", COURSE_ID], home, env)
+        fetched = home / "attention" / "attention.ipynb"
+        assert fetched.read_bytes() == released
+        shutil.copy(ROOT_PATH / "submitted" / example / "attention" / "attention.ipynb", fetched)
+        nbgrader(["submit", "attention", "--course", COURSE_ID], home, env)
+    inbound = sorted(p.name.split("+")[0] for p in (exchange / COURSE_ID / "inbound").iterdir())
+    assert inbound == sorted(STUDENTS)
+
+    # Instructor: collect, autograde, feedback, release the feedback.
+    nbgrader(["collect", "attention"], course)
+    for student, example in STUDENTS.items():
+        submitted = course / "submitted" / student / "attention"
+        assert (submitted / "attention.ipynb").read_bytes() == \
+            (ROOT_PATH / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
+        assert (submitted / "timestamp.txt").is_file()
+    nbgrader(["autograde", "attention", "--create"], course)
+    nbgrader(["generate_feedback", "attention"], course)
+    nbgrader(["release_feedback", "attention"], course)
+
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+        scores = {s: gradebook.find_submission("attention", s).score for s in STUDENTS}
+    assert scores == pytest.approx({s: EXPECTED[e]["score"] for s, e in STUDENTS.items()})
+    assert scores == pytest.approx({"alice": 100.0, "bob": 95.2})
+
+    # Each student fetches their own feedback, and only their own.
+    for student, example in STUDENTS.items():
+        home, env = homes[student]
+        nbgrader(["fetch_feedback", "attention", "--course", COURSE_ID], home, env)
+        pages = list((home / "attention" / "feedback").glob("*/attention.html"))
+        assert len(pages) == 1, pages
+        page = pages[0].read_text(encoding="utf-8")
+        assert f"{scores[student]:g} / 100" in page or f"{scores[student]:.1f} / 100" in page \
+            or f"{scores[student]:.2f} / 100" in page, page[:2000]
+        # the graders' report line of a failed check names its fault id (alice has none)
+        assert ("[mask-after-softmax]" in page) == (student == "bob")
+        assert ("  FAIL  " in page) == (student == "bob")
+
+    # The gate of `training`, threshold full marks: alice receives it through the exchange,
+    # in a course of her own, and fetches it the way she fetched `attention`; bob does not.
+    env = kit_env()
+    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py")],
+                          cwd=course, env=env, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "unlocked now (1)" in done.stdout and "attention scored 95.2 / 100, needs 100" in \
+        done.stdout, done.stdout
+    alice_course = f"{COURSE_ID}-training-alice"
+    assert f"nbgrader fetch_assignment training --course {alice_course}" in done.stdout
+    outbound = sorted(p.parent.parent.name for p in exchange.glob("*/outbound/training"))
+    assert outbound == [alice_course]
+    ledger = json.loads((course / "unlocked" / "unlocked.json").read_text())
+    assert ledger["students"]["alice"]["exchange_course"] == alice_course
+    assert "bob" not in ledger["students"]
+
+    home, alice_env = homes["alice"]
+    listed = nbgrader(["list", "--course", alice_course], home, alice_env)
+    assert "training" in listed.stdout + listed.stderr
+    nbgrader(["fetch_assignment", "training", "--course", alice_course], home, alice_env)
+    assert (home / "training" / "training.ipynb").read_bytes() == \
+        (course / "release" / "training" / "training.ipynb").read_bytes()
+    home_bob, bob_env = homes["bob"]
+    refused = nbgrader(["fetch_assignment", "training", "--course", f"{COURSE_ID}-training-bob"],
+                       home_bob, bob_env, check=False)
+    assert refused.returncode != 0 and not (home_bob / "training").exists()
+    refused = nbgrader(["fetch_assignment", "training", "--course", COURSE_ID], home_bob, bob_env,
+                       check=False)
+    assert refused.returncode != 0 and not (home_bob / "training").exists()
+
+    # The gate works from the folder alice got: it finds her attention notebook beside it.
+    namespace = run_gate(home / "training", monkeypatch)
+    namespace["require_gate"]()
+    assert namespace["_gate"].open
+    assert str(Path("..") / "attention" / "attention.ipynb") in namespace["_gate"].report
+    # The same training folder beside bob's attention (a copy passed on) stays closed on
+    # his trap, and without any attention folder it stays closed too (never the kit's
+    # reference functions, importable here).
+    shutil.copytree(home / "training", home_bob / "training")
+    with pytest.raises(Exception, match="scaled_dot_product_attention") as closed:
+        run_gate(home_bob / "training", monkeypatch)
+    assert type(closed.value).__name__ == "GateClosed"
+    shutil.rmtree(home_bob / "attention")
+    with pytest.raises(Exception, match="could not find your attention notebook"):
+        run_gate(home_bob / "training", monkeypatch)
+
+    # alice submits training back to her course; the unlock command collects it.
+    nbgrader(["submit", "training", "--course", alice_course], home, alice_env)
+    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py"),
+                           "--collect"], cwd=course, env=env, capture_output=True, text=True,
+                          check=False, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (course / "submitted" / "alice" / "training" / "training.ipynb").read_bytes() == \
+        (home / "training" / "training.ipynb").read_bytes()
+    assert not (course / "submitted" / "bob" / "training").exists()
+
+
+def test_zip_collect_files_a_canvas_download_under_each_student(tmp_path):
+    """``nbgrader zip_collect attention`` on an archive named the way Canvas names a
+    "download submissions" archive's files: each notebook goes to
+    ``submitted/<student>/attention/attention.ipynb`` (a late one and a resubmission too);
+    a file that is not a submission is skipped and the others are collected."""
+    course = make_course(tmp_path)
+    archive = course / "downloaded" / "attention" / "archive"
+    archive.mkdir(parents=True)
+    notebooks = {
+        "doejane_48213_1190044_attention.ipynb": ("doejane", b'{"who": "doejane"}'),
+        "smithjohn_LATE_48214_1190051_attention-1.ipynb": ("smithjohn", b'{"who": "smithjohn"}'),
+    }
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as zf:
+        for name, (_, content) in notebooks.items():
+            zf.writestr(name, content)
+        zf.writestr("notes_48215_1190052_readme.txt", b"not a notebook")
+        zf.writestr("attention.ipynb", b'{"who": "nobody"}')       # no student in the name
+    done = nbgrader(["zip_collect", "attention"], course)
+    collected = sorted(str(p.relative_to(course / "submitted"))
+                       for p in (course / "submitted").rglob("*.ipynb"))
+    assert collected == ["doejane/attention/attention.ipynb",
+                         "smithjohn/attention/attention.ipynb"], done.stdout + done.stderr
+    for student, content in notebooks.values():
+        assert (course / "submitted" / student / "attention" / "attention.ipynb").read_bytes() \
+            == content
+
+
+# --- the students' side ------------------------------------------------------------------
+
+
+def _pins() -> dict[str, str]:
+    """``{name: "name==version"}`` of pyproject.toml's dependencies."""
+    import tomllib
+
+    project = tomllib.loads((ROOT_PATH / "pyproject.toml").read_text())["project"]
+    return {pin.split("==")[0].lower(): pin for pin in project["dependencies"]}
+
+
+def test_students_install_what_the_graders_use():
+    """requirements-student.txt and the README's install line for students name JupyterLab,
+    NumPy, matplotlib and nbgrader at exactly pyproject.toml's pins."""
+    pins = _pins()
+    wanted = [pins[name] for name in ("jupyterlab", "numpy", "matplotlib", "nbgrader")]
+    lines = [line.strip() for line in
+             (ROOT_PATH / "requirements-student.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines == wanted
+    readme = (ROOT_PATH / "README.md").read_text()
+    students = readme[readme.index("## For students"):]
+    assert f"python -m pip install {' '.join(wanted)}\n" in students
+    assert "python -m pip install -r requirements-student.txt" in students
+
+
+def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
+    """The README's JupyterLab commands for a student's environment, run at the user level
+    of a scratch Jupyter configuration (``--level=user`` for ``--level=sys_prefix``): the
+    formgrader, course list and create-assignment panels end up disabled and locked, the
+    assignment list and Validate not; the two server extensions it disables are nbgrader's
+    instructor ones (the assignment list and Validate stay)."""
+    readme = (ROOT_PATH / "README.md").read_text()
+    students = readme[readme.index("## For students"):]
+    block = students[students.index("```sh\njupyter labextension"):]
+    commands = block[len("```sh\n"):block.index("```", 3)].strip().splitlines()
+    lab = [c for c in commands if c.startswith("jupyter labextension ")]
+    server = [c for c in commands if c.startswith("jupyter server extension disable --sys-prefix ")]
+    assert len(lab) == 2 and len(server) == 2 and len(commands) == 4
+    assert {c.split()[-1] for c in server} == {"nbgrader.server_extensions.formgrader",
+                                               "nbgrader.server_extensions.course_list"}
+    env = kit_env(JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
+    for command in lab:
+        argv = command.replace("--level=sys_prefix", "--level=user").split()
+        done = subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]],
+                              cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+                              timeout=120)
+        assert done.returncode == 0, command + "\n" + done.stdout + done.stderr
+    page = json.loads((tmp_path / "config" / "labconfig" / "page_config.json").read_text())
+    panels = {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:course-list",
+              "@jupyter/nbgrader:create-assignment"}
+    assert set(page["disabledExtensions"]) == panels
+    assert set(page["lockedExtensions"]) == panels
+    listed = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "labextension", "list"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+                            timeout=120)
+    disabled = (listed.stdout + listed.stderr).split("Disabled extensions:")[1]
+    assert "@jupyter/nbgrader:formgrader" in disabled
+    assert "assignment-list" not in disabled and "validate-assignment" not in disabled
+
+
+# --- the unlock command and the exchange, without nbgrader's autograde --------------------
+
+
+def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_path,
+                                                                             gradebooks):
+    """unlock(..., exchange=...) releases `training` to a course of each passing student's
+    own, with nbgrader's permissions (outbound readable by all, inbound writable but not
+    listable); a release the exchange refuses leaves that student out of the ledger with
+    the reason, the others go on, and the next run releases to them."""
+    import stat
+    import warnings
+
+    from tests.test_training import release_folder, set_scores, unlock_module
+
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the exchange should be")
+    exchange = tmp_path / "exchange"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30)})
+        newly, _, locked = unlock.unlock(gb, release, unlocked, full, exchange=blocked,
+                                         course_id="course")
+        assert newly == [] and [v["student"] for v in locked] == ["ada", "bo"]
+        assert "but the release to the exchange" in locked[0]["reason"]
+        assert locked[1]["reason"] == "attention scored 90 / 100, needs 100"
+        assert not (unlocked / "unlocked.json").exists()
+
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full, exchange=exchange,
+                                               course_id="course")
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        gb.close()
+    ledger = json.loads((unlocked / "unlocked.json").read_text())
+    assert ledger["students"]["ada"]["exchange_course"] == "course-training-ada"
+    assert sorted(p.name for p in exchange.iterdir()) == ["course-training-ada"]
+    outbound = exchange / "course-training-ada" / "outbound" / "training"
+    assert (outbound / "training.ipynb").read_bytes() == (release / "training.ipynb").read_bytes()
+    assert stat.S_IMODE(outbound.stat().st_mode) == 0o755
+    assert stat.S_IMODE((outbound / "training.ipynb").stat().st_mode) == 0o644
+    inbound = exchange / "course-training-ada" / "inbound"
+    assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733
