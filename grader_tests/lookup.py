@@ -70,22 +70,23 @@ def generic(args, kwargs):
     return False
 
 
-def _direction(value, rng, depth=0):
+def _direction(value, rng, depth=0, relative=None):
     """A random step of the same structure as ``value``: arrays of the nudged dtypes get
-    ``NUDGE * max(1, max |finite entry|) * U(-1, 1)`` on their finite entries, zero
-    elsewhere; every other leaf gets None."""
+    ``relative * max(1, max |finite entry|) * U(-1, 1)`` on their finite entries (``relative``
+    defaults to the dtype's ``NUDGE``), zero elsewhere; every other leaf gets None."""
     if isinstance(value, np.ndarray):
         if value.dtype not in NUDGE or value.size == 0:
             return None
         finite = np.isfinite(value)
         if not finite.any():
             return None
-        size = NUDGE[value.dtype] * max(1.0, float(np.abs(value[finite]).max()))
+        scale = NUDGE[value.dtype] if relative is None else relative
+        size = scale * max(1.0, float(np.abs(value[finite]).max()))
         return np.where(finite, rng.uniform(-size, size, value.shape), 0.0)
     if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
-        return [_direction(v, rng, depth + 1) for v in value]
+        return [_direction(v, rng, depth + 1, relative) for v in value]
     if depth < MAX_DEPTH and isinstance(value, dict):
-        return {k: _direction(v, rng, depth + 1) for k, v in value.items()}
+        return {k: _direction(v, rng, depth + 1, relative) for k, v in value.items()}
     return None
 
 
@@ -266,4 +267,129 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
         return (f"on {seen} of the graders' inputs it returned arrays that hold one value "
                 f"repeated, where the correct answers vary: it computes nothing from its "
                 f"input, so the checks of its shape, dtype and side effects earn nothing")
+    return None
+
+
+# ``follows_reference``: the size of the move (relative to the largest entry of each float64
+# input, drawn log-uniformly in this range at every run), the largest error of an answer
+# that counts as right on the graders' own input, and the smallest error that counts as
+# wrong on the moved one (both relative to 1 + the largest entry of the contract's answer).
+MOVE = (3e-3, 5e-2)
+RIGHT = 1e-6
+WRONG = 1e-4
+
+
+def _error(mine, theirs):
+    """How far ``mine`` is from ``theirs``: the largest difference of their float entries
+    relative to ``1 + the largest entry of theirs``, ``inf`` where their structure, their
+    integer or boolean entries or where they are finite differ; None when ``theirs`` holds
+    no float entry (nothing to measure)."""
+    (mine_leaves, mine_shape), (their_leaves, their_shape) = _leaves(mine), _leaves(theirs)
+    if not their_leaves:
+        return None
+    if mine_shape != their_shape:
+        return math.inf
+    worst = 0.0
+    for (_, a), (_, b) in zip(mine_leaves, their_leaves):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        finite = np.isfinite(b)
+        if not np.array_equal(np.isfinite(a), finite):
+            return math.inf
+        if finite.any():
+            worst = max(worst, float(np.abs(a[finite] - b[finite]).max())
+                        / (1.0 + float(np.abs(b[finite]).max())))
+    return worst
+
+
+def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
+    """Whether ``fn``, right on the graders' own inputs, stays right when they move.
+
+    ``probe`` catches a table of stored answers whose misses fall back to something else:
+    the answer jumps where the input leaves the table. A table answered by its *nearest*
+    entry does not jump: nudged by a hair, the input still finds the graders' own entry,
+    and the answer does not move at all. This check moves a float64 input of the graders
+    by much more than ``probe`` does (a relative ``MOVE``, at least 100 times the rounding a
+    right answer is allowed) and compares ``fn``'s answer there with the contract's
+    (``reference``'s). A function that computes its answer follows the input: if it is
+    right at the graders' input to within ``RIGHT``, it is right at the moved input too
+    (the contract's functions are smooth, docs/contract.md §2). A function right at the
+    graders' input and wrong by more than ``WRONG`` (100 times ``RIGHT``) a step away
+    answers from the input's identity, not its value. Calls where ``fn`` is not right on
+    the graders' input are left to the checks; calls where the contract's answer hardly
+    moves (a flat spot), or where the reference itself fails on the moved input, give no
+    verdict. The move is drawn from the operating system's entropy at every run; an
+    honest function gets the same verdict whatever the draw.
+
+    Args:
+        fn: the student's function as graded.
+        recorded: ``(args, kwargs)`` of the graders' calls (as for ``probe``); the first
+            ``calls`` of them that are ``generic`` and whose float arrays are float64 are
+            used.
+        invoke: ``invoke(fn, args, kwargs) -> result``, the engine's guarded call.
+        reference: the contract's function of the same graded name.
+        rng: numpy Generator for the moves (default: fresh OS entropy).
+        calls: how many recorded calls to move.
+
+    Returns:
+        None, or a sentence saying on which input the answer failed to follow.
+    """
+    rng = np.random.default_rng() if rng is None else rng
+
+    def float64_only(args, kwargs):
+        found = []
+
+        def walk(value, depth=0):
+            if isinstance(value, np.ndarray):
+                found.append(value.dtype)
+            elif depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+                for v in value:
+                    walk(v, depth + 1)
+            elif depth < MAX_DEPTH and isinstance(value, dict):
+                for v in value.values():
+                    walk(v, depth + 1)
+
+        walk([list(args), dict(kwargs)])
+        floats = [d for d in found if d.kind == "f"]
+        return bool(floats) and all(d == np.float64 for d in floats)
+
+    chosen = [c for c in recorded if generic(*c) and float64_only(*c)][:calls]
+    for args, kwargs in chosen:
+        try:
+            theirs = reference(*copy.deepcopy(list(args)), **copy.deepcopy(dict(kwargs)))
+        except Exception:
+            continue
+        try:
+            mine = invoke(fn, copy.deepcopy(list(args)), copy.deepcopy(dict(kwargs)))
+        except Exception:
+            continue  # it fails on the graders' own input: the checks say so
+        here = _error(mine, theirs)
+        if here is None or here > RIGHT:
+            continue
+        relative = float(np.exp(rng.uniform(np.log(MOVE[0]), np.log(MOVE[1]))))
+        step_args = _direction(list(args), rng, relative=relative)
+        step_kwargs = _direction(dict(kwargs), rng, relative=relative)
+        moved_args = _moved(list(args), step_args, 1.0)
+        moved_kwargs = _moved(dict(kwargs), step_kwargs, 1.0)
+        try:
+            theirs_moved = reference(*copy.deepcopy(moved_args), **copy.deepcopy(moved_kwargs))
+        except Exception:
+            continue
+        moved_by = _error(theirs_moved, theirs)
+        if moved_by is None or not math.isfinite(moved_by) or moved_by < 10 * WRONG:
+            continue  # the contract's answer hardly moves here (or leaves its domain)
+        try:
+            mine_moved = invoke(fn, copy.deepcopy(moved_args), copy.deepcopy(moved_kwargs))
+        except Exception as exc:
+            return (f"it gave the right answer on one of the graders' inputs but raised "
+                    f"{type(exc).__name__} when that input was moved by a relative "
+                    f"{relative:.1g}, where the correct answer exists: its answers follow "
+                    f"the exact input (a lookup of stored answers?), not a computation")
+        there = _error(mine_moved, theirs_moved)
+        if there is not None and there > WRONG:
+            return (f"it gave the right answer on one of the graders' inputs (error "
+                    f"{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
+                    f"largest entry) on the same input moved by a relative {relative:.1g}, "
+                    f"where the correct answer moved by {moved_by:.2g}: its answers follow "
+                    f"the exact input (a lookup of the nearest stored answer?), not a "
+                    f"computation")
     return None
