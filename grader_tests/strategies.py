@@ -9,12 +9,29 @@ same examples and so reach the same verdicts.
 import numpy as np
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis.internal.conjecture import engine as _engine
+from hypothesis.internal.conjecture import providers as _providers
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 # Shrinking a failing example to the smallest one stops after this many seconds (the
 # engine's default is 300): a failure is reported with the smallest input found by then.
 _engine.MAX_SHRINKING_SECONDS = 3
+
+# Hypothesis mixes into its draws the literal constants of every "local" module a process
+# has imported (outside the standard library and site-packages: the kit's own modules,
+# installed editable, the script that started the process, a student's code), found by
+# ``hypothesis.internal.conjecture.providers._get_local_constants``. Those differ from one
+# grading process to another (the notebook's kernel, the command line, a batch worker), so
+# the same derandomized settings would draw different examples on different paths, and a
+# student's own constants would steer the graders' inputs. The graders draw with
+# Hypothesis' global constants only.
+_NO_LOCAL_CONSTANTS = _providers.Constants(
+    integers=_providers.SortedSet(),
+    floats=_providers.SortedSet(key=_providers.float_to_int),
+    bytes=_providers.SortedSet(),
+    strings=_providers.SortedSet(),
+)
+_providers._get_local_constants = lambda: _NO_LOCAL_CONSTANTS
 
 SETTINGS = settings(
     max_examples=30,
