@@ -1071,7 +1071,10 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 # * the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax without the
 #   guards for fully masked rows (a causal row always sees its own position), in place;
 # * arithmetic in place on arrays the function owns; the loss computed on the masked rows
-#   only; greedy evaluation with the KV cache (``generate_with_cache``).
+#   only; greedy evaluation with the KV cache (``generate_with_cache``);
+# * the backward of the head, the final layer norm and the last block run on the answer
+#   rows only: the gradient of the logits is 0 elsewhere, and in a pre-LN block only the
+#   attention mixes positions (``_block_backward_suffix``).
 #
 # The arithmetic is otherwise the same, so float64 results agree with the reference to
 # rounding (tests/test_training.py), and float32 stays float32 throughout (no float64
