@@ -1071,7 +1071,10 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 # * the causal mask added as a cached (T, T) matrix of 0 and -inf; the softmax without the
 #   guards for fully masked rows (a causal row always sees its own position), in place;
 # * arithmetic in place on arrays the function owns; the loss computed on the masked rows
-#   only; greedy evaluation with the KV cache (``generate_with_cache``).
+#   only; greedy evaluation with the KV cache (``generate_with_cache``);
+# * the backward of the head, the final layer norm and the last block run on the answer
+#   rows only: the gradient of the logits is 0 elsewhere, and in a pre-LN block only the
+#   attention mixes positions (``_block_backward_suffix``).
 #
 # The arithmetic is otherwise the same, so float64 results agree with the reference to
 # rounding (tests/test_training.py), and float32 stays float32 throughout (no float64
@@ -1270,8 +1273,110 @@ def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
     return y, cache
 
 
+def _zero_prefix(dy):
+    """Number ``s`` of leading positions at which ``dy`` ``(B, T, d)`` is exactly 0 in every
+    sequence (``dy[:, :s]`` is all zeros; ``s = 0`` when the first position has a non-zero
+    entry, ``T`` when ``dy`` is all zeros)."""
+    if dy[:, 0].any():                                              # the usual case, cheap
+        return 0
+    B, T = dy.shape[:2]
+    nonzero = (dy.reshape(B, -1) != 0).any(axis=0)                   # (T * d,), fast axis-0 pass
+    active = np.flatnonzero(nonzero.reshape(T, -1).any(axis=1))      # (T,) -> positions
+    return int(active[0]) if active.size else T
+
+
+def _attention_backward_suffix(dy, cache, s):
+    """``fast_attention_backward`` for a ``dy`` ``(B, T, d)`` that is 0 at the positions
+    before ``s`` (given as ``dy[:, s:]``, ``(B, T - s, d)``); the same gradients.
+
+    The rows before ``s`` carry no gradient into the attention output, the scores of their
+    queries or the queries themselves, so only the ``T - s`` last query rows are computed
+    (``dO``, ``dS = dP * P`` and ``dq`` restricted to them, ``dq = 0`` before ``s``); every
+    key and value still receives the gradient of the later queries that read it
+    (``dk = dS^T q[s:]``, ``dv = P[s:]^T dO``), so ``dx`` is ``(B, T, d)`` in full.
+
+    Returns:
+        ``(dx, grads)`` as ``fast_attention_backward``: ``dx`` ``(B, T, d)``, grads keyed
+        by ``ATTENTION_KEYS``.
+    """
+    x, q, k, v, P, O = (cache[name] for name in ("x", "q", "k", "v", "P", "O"))
+    B, T, d = x.shape
+    h = cache["n_heads"]
+    d_h = d // h
+    Ta = T - s
+    dy2 = dy.reshape(B * Ta, d)                                    # a copy if dy is a slice
+    O_late = O.reshape(B, T, d)[:, s:].reshape(B * Ta, d)
+    grads = {"W_O": O_late.T @ dy2, "b_O": _column_sum(dy2)}
+    dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, Ta, h, d_h).transpose(0, 2, 1, 3)
+    P_late = P[:, :, s:]                                           # (B, h, Ta, T)
+    dqkv = np.zeros((B * T, 3 * d), dtype=np.result_type(dy, x))
+    dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
+    np.matmul(P_late.swapaxes(-1, -2), dO, out=dv)
+    dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, Ta, T)
+    dS -= _row_sum(dS * P_late)
+    dS *= P_late
+    np.matmul(dS, k, out=dq[:, :, s:])
+    np.matmul(dS.swapaxes(-1, -2), q[:, :, s:], out=dk)
+    dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
+    db = _column_sum(dqkv)
+    factor = cache["factor"]
+    if factor != 1.0:
+        dW[:, :d] *= factor
+        db[:d] *= factor
+    for i, name in enumerate("QKV"):
+        grads["W_" + name] = dW[:, i * d:(i + 1) * d]
+        grads["b_" + name] = db[i * d:(i + 1) * d]
+    return (dqkv @ cache["W"].T).reshape(B, T, d), grads
+
+
+def _block_backward_suffix(dy, cache, s):
+    """``fast_block_backward`` of a pre-LN block built from the fast layer norm and
+    attention, for a ``dy`` that is 0 at the positions before ``s`` (``0 < s < T``).
+
+    In a pre-LN block the FFN, the second layer norm and the residuals act on each position
+    alone, so a position whose output gradient is 0 passes 0 to them: they are run
+    backwards on the positions ``s .. T-1`` only, and the attention on those query rows
+    (``_attention_backward_suffix``). The last block of a training step is in this case:
+    the loss reads only the answer positions, the second half of the sequence. The
+    gradients are those of the full computation (the rows left out add exact zeros to
+    every sum).
+    """
+    grads = {}
+    B, T, d = dy.shape
+    d_ff = cache["ffn_hidden"].shape[-1]
+    Na = B * (T - s)
+    dy_late = dy[:, s:].reshape(Na, d)                             # (Na, d), a copy
+    hidden = cache["ffn_hidden"][:, s:].reshape(Na, d_ff)
+    grads["W2"] = hidden.T @ dy_late
+    grads["b2"] = _column_sum(dy_late)
+    dpre = dy_late @ cache["W2"].T                                 # (Na, d_ff)
+    dpre *= cache["ffn_pre"][:, s:].reshape(Na, d_ff) > 0          # the ReLU's gradient
+    grads["W1"] = cache["ffn_in"][:, s:].reshape(Na, d).T @ dpre
+    grads["b1"] = _column_sum(dpre)
+    ln2 = cache["ln2"]
+    ln2_late = {"xhat": ln2["xhat"][:, s:], "inv": ln2["inv"][:, s:], "gamma": ln2["gamma"]}
+    dx1, grads["ln2_gamma"], grads["ln2_beta"] = fast_layer_norm_backward(
+        (dpre @ cache["W1"].T).reshape(B, T - s, d), ln2_late)
+    dx1 += dy_late.reshape(B, T - s, d)                            # x1 feeds LN2 and the residual
+    da, attn_grads = _attention_backward_suffix(dx1, cache["attn"], s)
+    dx, grads["ln1_gamma"], grads["ln1_beta"] = fast_layer_norm_backward(da, cache["ln1"])
+    dx[:, s:] += dx1                                               # dx1 = 0 before s
+    grads.update({key: attn_grads[key] for key in ATTENTION_KEYS})
+    return dx, {key: grads[key] for key in BLOCK_KEYS}
+
+
 def fast_block_backward(dy, cache, ops):
-    """``block_backward`` with BLAS column sums and in-place arithmetic (same results)."""
+    """``block_backward`` with BLAS column sums and in-place arithmetic (same results).
+
+    When the block is pre-LN, built from the fast layer norm and attention, and ``dy`` is
+    0 at its first positions in every sequence (the last block of a training step: only
+    the answer positions reach the loss), only the later positions are run backwards
+    (``_block_backward_suffix``)."""
+    if (cache["pre_ln"] and ops.layer_norm_backward is fast_layer_norm_backward
+            and ops.attention_backward is fast_attention_backward):
+        s = _zero_prefix(dy)
+        if 0 < s < dy.shape[1]:
+            return _block_backward_suffix(dy, cache, s)
     grads = {}
     u, pre, hidden = cache["ffn_in"], cache["ffn_pre"], cache["ffn_hidden"]
     B, T, d = u.shape
@@ -1331,15 +1436,31 @@ def fast_model_forward(params, inputs, config, ops):
 
 
 def fast_model_backward(dlogits, cache, ops):
-    """``model_backward`` (same contract) with 2-D products and BLAS sums."""
+    """``model_backward`` (same contract) with 2-D products and BLAS sums; when
+    ``dlogits`` is 0 at the first positions of every sequence (a training step: the loss
+    reads the answers only), the output projection and the final layer norm are run
+    backwards on the later positions only (the same gradients)."""
     params, config = cache["params"], cache["config"]
     d, V = params["W_out"].shape
     hf, inputs = cache["hf"], cache["inputs"]
     B, T = inputs.shape
-    g2 = dlogits.reshape(B * T, V)
-    grads = {"W_out": hf.reshape(B * T, d).T @ g2, "b_out": _column_sum(g2)}
-    dh = (g2 @ params["W_out"].T).reshape(B, T, d)
-    dh, grads["ln_f_gamma"], grads["ln_f_beta"] = ops.layer_norm_backward(dh, cache["ln_f"])
+    s = _zero_prefix(dlogits) if ops.layer_norm_backward is fast_layer_norm_backward else 0
+    if 0 < s < T:
+        # the loss reads only the positions s.. (the answers): the head and the final layer
+        # norm act on each position alone, so they are run backwards on those rows only
+        g2 = dlogits[:, s:].reshape(B * (T - s), V)                # a copy
+        grads = {"W_out": hf[:, s:].reshape(-1, d).T @ g2, "b_out": _column_sum(g2)}
+        ln_f = cache["ln_f"]
+        late = {"xhat": ln_f["xhat"][:, s:], "inv": ln_f["inv"][:, s:], "gamma": ln_f["gamma"]}
+        dh_late, grads["ln_f_gamma"], grads["ln_f_beta"] = fast_layer_norm_backward(
+            (g2 @ params["W_out"].T).reshape(B, T - s, d), late)
+        dh = np.zeros((B, T, d), dtype=dh_late.dtype)
+        dh[:, s:] = dh_late
+    else:
+        g2 = dlogits.reshape(B * T, V)
+        grads = {"W_out": hf.reshape(B * T, d).T @ g2, "b_out": _column_sum(g2)}
+        dh = (g2 @ params["W_out"].T).reshape(B, T, d)
+        dh, grads["ln_f_gamma"], grads["ln_f_beta"] = ops.layer_norm_backward(dh, cache["ln_f"])
     for i in reversed(range(config.n_layers)):
         dh, block_grads = ops.block_backward(dh, cache["blocks"][i], ops)
         grads.update({f"block{i}.{key}": block_grads[key] for key in BLOCK_KEYS})

@@ -236,6 +236,81 @@ def test_fast_kernels_equal_the_plain_reference_in_float64():
     assert max(np.max(np.abs(a[k] - b[k])) for k in params) < 1e-15
 
 
+def _random_params(config, rng, dtype):
+    """Parameters of ``config`` moved off the initialisation (whose biases are 0 and
+    layer-norm scales 1) by N(0, 0.1^2) noise, so every term of the gradient is exercised."""
+    params = tr.init_params(config, rng)
+    return {k: (v + 0.1 * rng.standard_normal(v.shape)).astype(dtype) for k, v in params.items()}
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 1e-5)],
+                         ids=["float64", "float32"])
+def test_fast_backward_on_the_answer_rows_equals_the_full_backward(dtype, tolerance):
+    """The loss reads the answer positions only, so the fast backward runs the head, the
+    final layer norm and the last block's FFN, layer norms and attention queries on those
+    rows only; on random parameters and batches its loss and gradients are those of the
+    plain reference, which runs every row (tolerance relative to the largest gradient)."""
+    plain, fast = tr.reference_ops(), tr.fast_ops()
+    rng = np.random.default_rng(11)
+    for task, L, n_layers in (("sort", 3, 1), ("copy", 6, 2), ("sort", 8, 3)):
+        config = tr.ModelConfig(n_layers=n_layers, max_len=2 * L + 1)
+        params = _random_params(config, rng, dtype)
+        inputs, targets, mask = tr.make_batch(task, L, 16, rng)
+        out = []
+        for ops in (plain, fast):
+            logits, cache = ops.model_forward(params, inputs, config, ops)
+            loss, dlogits = ops.masked_cross_entropy(logits, targets, mask)
+            out.append((loss, ops.model_backward(dlogits, cache, ops)))
+        assert tr._zero_prefix(dlogits) == L                  # the row subset is taken
+        assert out[1][0] == pytest.approx(out[0][0], rel=tolerance)
+        scale = max(float(np.max(np.abs(g))) for g in out[0][1].values())
+        for key in params:
+            assert out[1][1][key].dtype == dtype
+            assert np.max(np.abs(out[1][1][key] - out[0][1][key])) <= tolerance * scale, key
+
+
+@pytest.mark.parametrize("s", [1, 5, 11])
+def test_fast_block_backward_with_zero_leading_rows_equals_the_reference(s, monkeypatch):
+    """A block's output gradient that is 0 at the first ``s`` positions of every sequence
+    (and at some later rows too) takes the row-subset path and gives the reference's input
+    and parameter gradients."""
+    calls = []
+    suffix = tr._block_backward_suffix
+    monkeypatch.setattr(tr, "_block_backward_suffix",
+                        lambda dy, cache, s: calls.append(s) or suffix(dy, cache, s))
+    rng = np.random.default_rng(s)
+    params = tr.block_params(_random_params(tr.ModelConfig(), rng, np.float64), 0)
+    x = rng.standard_normal((5, 12, 32))
+    dy = rng.standard_normal((5, 12, 32))
+    dy[:, :s] = 0
+    dy[2, -1] = 0                                             # a zero row after s
+    plain, fast = tr.reference_ops(), tr.fast_ops()
+    assert tr._zero_prefix(dy) == s
+    _, cache_plain = plain.block_forward(x, params, 4, plain)
+    _, cache_fast = fast.block_forward(x, params, 4, fast)
+    dx_plain, grads_plain = plain.block_backward(dy, cache_plain, plain)
+    dx_fast, grads_fast = fast.block_backward(dy, cache_fast, fast)
+    assert calls == [s]
+    assert dx_fast.shape == (5, 12, 32) and np.max(np.abs(dx_fast - dx_plain)) < 1e-12
+    assert np.abs(dx_fast[:, :s]).max() > 0.01               # keys and values reach early rows
+    for key in tr.BLOCK_KEYS:
+        assert grads_fast[key].shape == params[key].shape
+        assert np.max(np.abs(grads_fast[key] - grads_plain[key])) < 1e-12, key
+
+
+def test_zero_prefix_counts_leading_zero_positions():
+    dy = np.ones((3, 6, 4), dtype=np.float32)
+    assert tr._zero_prefix(dy) == 0
+    dy[:, :2] = 0
+    assert tr._zero_prefix(dy) == 2
+    dy[1, 2, 3] = 0                                           # one sequence is not enough
+    assert tr._zero_prefix(dy) == 2
+    dy[:, 2] = 0
+    dy[0, 0, 1] = -1e-30                                      # a non-zero far in front
+    assert tr._zero_prefix(dy) == 0
+    assert tr._zero_prefix(np.zeros((2, 5, 3))) == 5
+
+
 @pytest.mark.parametrize("name", ["layer_norm_forward", "layer_norm_backward",
                                   "attention_forward", "attention_backward"])
 def test_fast_kernels_pass_the_attention_graders(name):
