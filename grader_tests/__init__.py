@@ -13,7 +13,9 @@ import tempfile as _tempfile
 _os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                        _os.path.join(_tempfile.gettempdir(), "attention-kit-hypothesis"))
 
-from .core import POINTS, grade_function, grade_id, grade_namespace, report_dict  # noqa: E402
+from .assignments import POINTS, grade_id  # noqa: E402
+from .report import report_dict  # noqa: E402
+from .runner import grade_function, grade_namespace  # noqa: E402
 from .notebook import grade  # noqa: E402
 
 __all__ = ["POINTS", "grade", "grade_function", "grade_id", "grade_namespace", "report_dict"]
