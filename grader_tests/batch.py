@@ -52,6 +52,7 @@ from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
 from .notebook_choice import choose_notebook
+from .report import GradeReport
 from .submission import SubmissionError, code_of_notebook
 
 NOTEBOOK = assignments.DEFAULT.name  # the default assignment; its notebook id is its name
@@ -155,13 +156,12 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         if rec is None:
             rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
             continue
-        report = rec["report"]
-        if report is None:  # a grading error: the executor failed, no grade was written
+        if rec["report"] is None:  # a grading error: the executor failed, no grade written
             rows.append({"student": student, "score": None, "flags": [],
                          "errors": [rec["error"]], "grading_error": True})
             continue
-        hit = sorted({c["fault"] for f in report["functions"].values() for c in f["checks"]
-                      if not c["passed"]})
+        report = GradeReport.from_json(rec["report"])
+        hit = sorted({fault for f in report.functions.values() for fault in f.faults})
         faults.update(hit)
         errors = ([rec["error"]] if rec.get("error") else []) + rec.get("cell_errors", [])
         if rec.get("note"):
@@ -169,10 +169,10 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         disagree = []
         kernel = in_kernel_scores(root, student, assignment)
         if kernel:
-            for name, f in report["functions"].items():
-                if name in kernel and abs(kernel[name] - f["score"]) > 1e-6:
-                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f['score']:g}")
-        rows.append({"student": student, "score": report["score"], "max_score": report["max_score"],
+            for name, f in report.functions.items():
+                if name in kernel and abs(kernel[name] - f.score) > 1e-6:
+                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f.score:g}")
+        rows.append({"student": student, "score": report.score, "max_score": report.max_score,
                      "flags": rec.get("flags", []), "errors": errors, "faults": hit,
                      "disagreements": disagree})
     width = max([len(r["student"]) for r in rows] + [7])

@@ -31,7 +31,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -517,7 +517,7 @@ def callees(name: str, target: Callable) -> dict[str, Callable]:
                         {name: target}, vars(reference))
 
 
-def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()) -> Callable:
+def isolate(fn: Callable, namespace: dict, name: str) -> Callable:
     """``fn``, graded as ``name``, with every other graded name it reaches bound to
     ``callees(name, <the isolated fn>)``.
 
@@ -535,7 +535,6 @@ def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()
         fn: the student's callable graded as ``name`` (usually ``namespace[name]``).
         namespace: dict, the globals the student's code ran in.
         name: str, the graded name ``fn`` is graded as.
-        keep: other graded names that stay the student's own.
 
     Returns:
         A callable taking ``fn``'s arguments.
@@ -545,7 +544,7 @@ def isolate(fn: Callable, namespace: dict, name: str, keep: Collection[str] = ()
     def under_test(*args, **kwargs):
         return isolated[0](*args, **kwargs)
 
-    copy = rebound(fn, callees(name, under_test), name=name, keep=keep, home=namespace)
+    copy = rebound(fn, callees(name, under_test), name=name, home=namespace)
     isolated.append(copy)
     return copy
 

@@ -25,7 +25,6 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from solutions import attention as reference
 from solutions.training import ModelConfig
 
 from . import assignments, config, evidence, jail, wire
@@ -43,8 +42,11 @@ WORKER = os.path.join(HERE, "_worker.py")
 MAX_MESSAGE_BYTES = 64 * 2**20
 # Seconds a message may take when no call's deadline applies.
 BACKSTOP_SECONDS = 600.0
-# The worker and the modules it imports: the only code of the kit inside the jail.
-WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
+# The worker and the modules it imports, as the package grader_tests: the only code of the
+# kit inside the jail (the package's __init__ and assignments load nothing else).
+WORKER_FILES = ("__init__.py", "_worker.py", "assignments.py", "wire.py", "rebind.py",
+                "submission.py")
+PACKAGE = os.path.basename(HERE)
 
 
 class RemoteError(Exception):
@@ -102,9 +104,11 @@ class Sandbox:
         fd = str(child.fileno())
         if self.jailed:
             jail.require()
-            code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{f}") for f in WORKER_FILES]
+            code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{PACKAGE}/{f}")
+                    for f in WORKER_FILES]
             command = jail.command(
-                [sys.executable, "-I", f"{jail.CODE_DIR}/_worker.py", fd, str(self.memory_mb)],
+                [sys.executable, "-I", f"{jail.CODE_DIR}/{PACKAGE}/_worker.py", fd,
+                 str(self.memory_mb)],
                 readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),))
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
             self.uid = command.uid
@@ -405,7 +409,7 @@ def graded_points(assignment: "str | Assignment") -> dict[str, int]:
 
 def callees_for(name, target):
     """What answers, in the grader, each other graded name the function graded as ``name``
-    reaches: ``core.callees`` (the reference, whose own uses of ``name`` call ``target``,
+    reaches: ``guard.callees`` (the reference, whose own uses of ``name`` call ``target``,
     the proxy of the student's function); nothing for a name outside the contract."""
     return callees(name, target)
 

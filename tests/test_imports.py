@@ -107,3 +107,18 @@ def test_each_module_imports_alone(name):
     done = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"import {name} failed:\n{done.stderr[-3000:]}"
+
+
+def test_the_worker_imports_the_kit_once_as_a_package():
+    """Run as the jail runs it (a script, isolated mode), the worker imports wire, rebind
+    and submission as modules of the package grader_tests, never as top-level modules, and
+    nothing of the graders or the reference."""
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='worker'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('grader_tests', 'wire', 'rebind', 'submission', 'solutions', 'integrity')))")
+    done = subprocess.run([sys.executable, "-I", "-c", code, str(PACKAGE / "_worker.py")],
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = ast.literal_eval(done.stdout.strip())
+    assert loaded == ["grader_tests", "grader_tests.assignments", "grader_tests.rebind",
+                      "grader_tests.submission", "grader_tests.wire"]
