@@ -73,6 +73,9 @@ class Assignment:
             sandbox with the functions).
         given_cells: bool, the notebook's given cells (a gate, helpers) run before the
             student's cells when it is loaded.
+        gate_cell: str or None, the grade id of the code cell that marks a notebook as
+            this assignment's (its gate); when loaded for grading, the gate's checks are
+            no-ops.
     """
 
     name: str
@@ -80,6 +83,7 @@ class Assignment:
     checks_package: str
     variables: tuple[str, ...] = ()
     given_cells: bool = False
+    gate_cell: str | None = None
 
     @property
     def notebook(self) -> str:
@@ -116,7 +120,7 @@ class Assignment:
 ATTENTION = Assignment("attention", POINTS, "grader_tests.checks",
                        variables=EXERCISE_VARIABLES)
 TRAINING = Assignment("training", POINTS_TRAINING, "grader_tests.checks_training",
-                      given_cells=True)
+                      given_cells=True, gate_cell="gate")
 ASSIGNMENTS: dict[str, Assignment] = {a.name: a for a in (ATTENTION, TRAINING)}
 DEFAULT = ATTENTION
 
