@@ -3,8 +3,13 @@
 Installed in the grading environment only; students never receive this package.
 Entry points: ``grade(name, namespace)`` for the notebooks' hidden cells,
 ``python -m grader_tests`` for the command line.
+
+Importing the package itself loads nothing of the engine: the names below are found on
+first use (PEP 562), so the jailed worker (``_worker.py``), which has only ``wire``,
+``rebind`` and ``submission`` beside it, imports its modules as this package.
 """
 
+import importlib as _importlib
 import os as _os
 import tempfile as _tempfile
 
@@ -13,7 +18,25 @@ import tempfile as _tempfile
 _os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                        _os.path.join(_tempfile.gettempdir(), "attention-kit-hypothesis"))
 
-from .core import POINTS, grade_function, grade_id, grade_namespace, report_dict  # noqa: E402
-from .notebook import grade  # noqa: E402
+# public name -> the module that defines it
+_PUBLIC = {"POINTS": "assignments", "grade_id": "assignments", "report_dict": "report",
+           "grade_function": "runner", "grade_namespace": "runner", "grade": "notebook"}
 
-__all__ = ["POINTS", "grade", "grade_function", "grade_id", "grade_namespace", "report_dict"]
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> object:
+    """The public name ``name``, imported from its module on first use.
+
+    Raises:
+        AttributeError: ``name`` is not a public name of the package (nor a submodule).
+    """
+    if name in _PUBLIC:
+        value = getattr(_importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -24,20 +24,22 @@ import json
 import os
 import sys
 
-from .core import POINTS, format_result, grade_namespace, report_dict
-from .sandbox import grade_isolated, tampering_flags
+from . import assignments
+from .report import GradeReport, format_result, tampering_flags
+from .runner import grade_namespace
+from .sandbox import grade_isolated
 from .submission import SubmissionError, assignment_of, code_of_notebook, load
 
-ASSIGNMENTS = ("attention", "training")
+ASSIGNMENTS = tuple(assignments.ASSIGNMENTS)
 
 
-def _training_points():
-    from .checks_training import POINTS_TRAINING
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``).
 
-    return POINTS_TRAINING
-
-
-def main(argv=None):
+    Returns:
+        int, the exit status: 0 graded, 2 the submission could not be read (or the batch's
+        own statuses for ``batch``).
+    """
     parser = argparse.ArgumentParser(prog="python -m grader_tests",
                                      description="Grade an attention or training "
                                                  "submission.")
@@ -45,7 +47,8 @@ def main(argv=None):
     g = sub.add_parser("grade", help="grade one notebook or .py file")
     g.add_argument("path")
     g.add_argument("--json", action="store_true", help="print one JSON object")
-    g.add_argument("--only", nargs="+", choices=list(POINTS) + list(_training_points()),
+    g.add_argument("--only", nargs="+", choices=[n for a in assignments.ASSIGNMENTS.values()
+                            for n in a.graded_names],
                    metavar="NAME", help="grade only these names (put PATH first: "
                                         "grade PATH --only NAME ...)")
     g.add_argument("--assignment", choices=ASSIGNMENTS, default=None,
@@ -86,27 +89,22 @@ def main(argv=None):
                                  f"grader_tests batch)")
     if not os.path.isfile(args.path):
         return _unreadable(args, f"{args.path}: no such file")
-    flags, notes = [], []
+    flags: list[str] = []
     try:
-        assignment = args.assignment or assignment_of(args.path)
+        assignment = assignments.get(args.assignment or assignment_of(args.path))
     except SubmissionError as exc:
         return _unreadable(args, str(exc))
-    points = POINTS if assignment == "attention" else _training_points()
-    foreign = [n for n in args.only or () if n not in points]
+    foreign = [n for n in args.only or () if n not in assignment.points]
     if foreign:
-        return _unreadable(args, f"{', '.join(foreign)}: not graded in assignment {assignment}")
+        return _unreadable(args, f"{', '.join(foreign)}: not graded in assignment "
+                                 f"{assignment.name}")
     isolated = not args.in_process
     if not isolated:
         try:
-            loaded = load(args.path, assignment=assignment)
+            loaded = load(args.path, assignment=assignment.name)
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
-        if assignment == "training":
-            from .checks_training import grade_namespace as grade_training
-
-            results = grade_training(loaded.namespace, args.only)
-        else:
-            results = grade_namespace(loaded.namespace, args.only)
+        results = grade_namespace(loaded.namespace, args.only, assignment=assignment)
         cell_errors = loaded.cell_errors
         flags = tampering_flags(results)
     else:
@@ -125,25 +123,17 @@ def main(argv=None):
             return _unreadable(args, str(exc))
         results, cell_errors, flags = grade_isolated(args.path, args.only,
                                                      assignment=assignment, jailed=jailed)
+    report = GradeReport(assignment.name, results, cell_errors, flags)
     if args.json:
-        report = report_dict(results)
-        report["cell_errors"] = cell_errors
-        report["flags"] = flags
-        report["assignment"] = assignment
-        report["isolated"] = isolated
-        print(json.dumps(report, indent=1))
+        print(json.dumps({**report.to_json(), "isolated": isolated}, indent=1))
     else:
-        for r in results.values():
+        for r in report.functions.values():
             print(format_result(r))
-        total = sum(r.score for r in results.values())
-        top = sum(r.max_score for r in results.values())
-        print(f"\nTotal: {total:.2f} / {top:g}")
-        for err in cell_errors:
+        print(f"\nTotal: {report.score:.2f} / {report.max_score:g}")
+        for err in report.cell_errors:
             print(f"note: {err}")
-        for flag in flags:
+        for flag in report.flags:
             print(f"FLAG: {flag}")
-        for note in notes:
-            print(f"note: {note}")
     return 0
 
 

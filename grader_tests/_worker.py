@@ -1,9 +1,12 @@
 """The sandbox worker: the only process where a student's code runs during isolated grading.
 
 Started by ``sandbox.Sandbox`` inside the jail (``jail.py``) as
-``python -I /opt/grader/_worker.py FD MEMORY_MB``, with only this file and the modules it
-imports (``wire``, ``rebind``, ``submission``) bound beside it: the graders and the
-reference are not in the jail. It sends its standard output and error to ``/dev/null``,
+``python -I /opt/grader/grader_tests/_worker.py FD MEMORY_MB``, with only this file, the
+package's ``__init__.py`` (which loads nothing of the engine) and the modules it imports
+(``wire``, ``rebind``, ``submission``) bound in ``/opt/grader/grader_tests``: the graders
+and the reference are not in the jail. The modules are imported once, as the package
+``grader_tests`` (the folder above the package is put on the import path, never the
+package's own folder), so each has one identity here as in the grader. It sends its standard output and error to ``/dev/null``,
 caps its address space, loads the submission, and then answers requests on the socket
 ``FD``: call a function of the submission on given arguments (other graded names it
 reaches are answered by the grader, through callbacks). Every message is ``wire`` JSON.
@@ -16,17 +19,17 @@ import os
 import sys
 import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+if not __package__:  # run as a script (``python -I .../grader_tests/_worker.py``): the
+    # package is found in the folder above this file's
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import resource  # noqa: E402
 from multiprocessing.connection import Connection  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import rebind  # noqa: E402
-import submission  # noqa: E402
-import wire  # noqa: E402
+from grader_tests import rebind, submission, wire  # noqa: E402
+from grader_tests.assignments import DEFAULT  # noqa: E402
 
 
 class Callback:
@@ -103,8 +106,8 @@ def _builtin_exception(name):
 
 def isolated(name, fn, allowed, conn, table):
     """The function graded as ``name`` with the graded names it may build on (``allowed``,
-    the grader's ``core.allowed_callees``) answered by the grader (the same re-binding as
-    ``core.isolate``, with callbacks in place of the reference). The graded name itself is
+    the grader's ``guard.allowed_callees``) answered by the grader (the same re-binding as
+    ``guard.isolate``, with callbacks in place of the reference). The graded name itself is
     never replaced, whatever ``fn.__name__`` is, and neither is any other: an alias of a
     function that calls ``name`` reaches the student's own code."""
     callees = {other: Callback(conn, table, other) for other in allowed if other != name}
@@ -172,7 +175,7 @@ def main():
             try:
                 allowed = request.get("allowed_modules")
                 loaded = submission.load(request["path"], request.get("cell_time_limit"),
-                                         request.get("assignment", "attention"),
+                                         request.get("assignment", DEFAULT.name),
                                          None if allowed is None else
                                          tuple(str(m) for m in allowed))
                 namespace = loaded.namespace

@@ -215,8 +215,9 @@ class TrustedGrades(NbGraderPreprocessor):
                                  "after start-up.").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict):
-        from .core import format_result
-        from .sandbox import grade_isolated, graded_points
+        from . import assignments
+        from .report import format_result
+        from .sandbox import grade_isolated
         from .submission import assignment_of
 
         jail.sweep_stale_folders()  # left by graders killed before they cleaned up
@@ -228,7 +229,7 @@ class TrustedGrades(NbGraderPreprocessor):
             # The assignment nbgrader is grading, never what the notebook says it is (a
             # training notebook without its gate cell is still graded as training).
             assignment = resources.get("nbgrader", {}).get("assignment") or assignment_of(path)
-            if assignment not in ("attention", "training"):
+            if assignment not in assignments.ASSIGNMENTS:
                 assignment = assignment_of(path)
             started = time.perf_counter()
             jailed = jail.use_jail(jail.allowed_by_config(self.config))
@@ -238,7 +239,7 @@ class TrustedGrades(NbGraderPreprocessor):
             self.log.info("graded in the jail in %.1f s", time.perf_counter() - started)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        points = graded_points(assignment)
+        points = assignments.get(assignment).points
         for cell in nb.cells:
             if cell.cell_type != "code" or not is_hidden_cell(cell):
                 continue
@@ -258,7 +259,7 @@ class TrustedGrades(NbGraderPreprocessor):
                     "\n".join(f"  - {f}" for f in flags)
             cell.outputs = [
                 nbformat.v4.new_output("stream", name="stdout", text=report + "\n"),
-                nbformat.v4.new_output("display_data", data={RESULT_MIME: result.to_dict()}),
+                nbformat.v4.new_output("display_data", data={RESULT_MIME: result.to_json()}),
                 nbformat.v4.new_output("execute_result", data={"text/plain": repr(
                     float(result.score))}, execution_count=cell.get("execution_count")),
             ]

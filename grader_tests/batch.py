@@ -33,28 +33,29 @@ differently, the summary says so.
 """
 
 import argparse
-import concurrent.futures
+import contextlib
 import datetime
 import glob
 import hashlib
 import json
-import multiprocessing
 import os
-import shutil
 import signal
 import sys
-import time
-import warnings
 from collections import Counter
 
-from . import dashboard
+from . import assignments, dashboard
+from .assignments import Assignment
+from .batch_log import Log, log_name
 from .config import course_config
-from .core import StudentTimeout, grade_id, report_dict
+from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
+                        open_gradebook, require_assignment, withdraw_grade, write_gradebook)
+from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
+from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
 from .notebook_choice import choose_notebook
-from .sandbox import graded_points
+from .report import GradeReport
 from .submission import SubmissionError, code_of_notebook
 
-NOTEBOOK = "attention"  # the default assignment; nbgrader's notebook id is its name
+NOTEBOOK = assignments.DEFAULT.name  # the default assignment; its notebook id is its name
 # Exit status of ``main`` when some students ended with a grading error (no grade).
 EXIT_GRADING_ERRORS = 3
 
@@ -100,202 +101,12 @@ def configured(root, key):
     return course_config(root).get(key)
 
 
-def alembic_on_path():
-    """nbgrader's ``Gradebook`` runs the ``alembic`` command found on PATH (to create or
-    upgrade the database); when Python runs from a virtual environment that was not
-    activated, put that environment's ``bin`` first."""
-    bin_dir = os.path.dirname(sys.executable)
-    if shutil.which("alembic") is None and os.path.exists(os.path.join(bin_dir, "alembic")):
-        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-
-
-def _gradebook(db_url, course_id):
-    """nbgrader's ``Gradebook`` of the course ``course_id`` (nbgrader's default course
-    when None), as nbgrader's own commands open it."""
-    from nbgrader.api import Gradebook
-
-    alembic_on_path()
-    return Gradebook(db_url, course_id) if course_id else Gradebook(db_url)
-
-
-def die_with_parent():
-    """Pool initializer: this grading process is killed when its parent goes, however it
-    goes (``PR_SET_PDEATHSIG``; its jail follows through bubblewrap's own)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown has to do
-        return
-    if os.getppid() == 1:  # the parent went before the request took effect
-        os._exit(1)
-
-
-def kill_pool(pool):
-    """Kill the processes of a ``ProcessPoolExecutor`` now and shut it down."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        try:
-            process.kill()
-        except (OSError, ValueError, AttributeError):
-            pass
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
 class Interrupted(BaseException):
     """The batch was asked to stop (SIGTERM, SIGHUP; Ctrl-C is KeyboardInterrupt)."""
 
 
 def _stop_on(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
-
-
-def log_name(assignment):
-    """File name of the default log of ``assignment`` (one log per assignment, so that
-    resuming one never skips a student of the other)."""
-    return "batch_log.jsonl" if assignment == NOTEBOOK else f"batch_log_{assignment}.jsonl"
-
-
-def _grade_job(student, path, assignment=NOTEBOOK, jailed=True):
-    """Run in a fresh grading process: grade one file of ``assignment``; never raises.
-
-    Whatever the submission does (time, memory, death, a ``BaseException``, garbage on the
-    wire) ends as that student's grade or grading error; a machine without the jail is a
-    grading error (no grade), since no student code may run there."""
-    from .jail import JailUnavailable
-    from .sandbox import grade_isolated
-
-    started = time.perf_counter()
-    grading_error = False
-    try:
-        results, cell_errors, flags = grade_isolated(path, assignment=assignment, jailed=jailed)
-        report = report_dict(results)
-        error = None
-    except JailUnavailable as exc:
-        report, cell_errors, flags, grading_error = None, [], [], True
-        error = f"not graded: {exc}"
-    except (Exception, SystemExit, StudentTimeout) as exc:  # the grader's own failure
-        report, cell_errors, flags = None, [], []
-        error = f"grading failed: {type(exc).__name__}: {exc}"
-    record = {"student": student, "report": report, "cell_errors": cell_errors, "flags": flags,
-              "error": error, "seconds": round(time.perf_counter() - started, 3)}
-    if grading_error:
-        record["grading_error"] = True
-    return record
-
-
-def zero_report(message, assignment=NOTEBOOK):
-    """A report of 0 points everywhere, for a submission that could not be graded."""
-    points_of = graded_points(assignment)
-    functions = {name: {"score": 0.0, "max_score": float(points),
-                        "checks": [{"name": "submission readable", "passed": False,
-                                    "fault": "other", "message": message}]}
-                 for name, points in points_of.items()}
-    return {"score": 0.0, "max_score": float(sum(points_of.values())), "functions": functions}
-
-
-class Log:
-    """Append-only JSON-lines record of finished students; the last line per student wins."""
-
-    def __init__(self, path):
-        self.path = path
-        self.records = {}
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError:  # a line cut by a kill mid-write
-                        continue
-                    self.records[rec["student"]] = rec
-
-    def append(self, record):
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        self.records[record["student"]] = record
-
-
-def write_gradebook(db_url, assignment, record, course_id=None):
-    """Record one student's per-cell scores (and tampering flag) in nbgrader's gradebook.
-
-    Args:
-        course_id: str or None, ``c.CourseDirectory.course_id`` of the course.
-
-    Raises:
-        nbgrader.api.MissingEntry: if the assignment is not in the gradebook (run
-            ``nbgrader generate_assignment`` first).
-    """
-    from nbgrader.api import MissingEntry
-
-    report = record["report"]
-    if report is None:
-        raise ValueError(f"{record['student']}: a grading error has no grade to write")
-    flagged = bool(record.get("flags"))
-    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
-        warnings.simplefilter("ignore")  # nbgrader's own SQLAlchemy warnings on add_submission
-        gb.update_or_create_student(record["student"])
-        try:
-            gb.find_submission(assignment, record["student"])
-        except MissingEntry:
-            gb.add_submission(assignment, record["student"])
-        for name, f in report["functions"].items():
-            try:
-                grade = gb.find_grade(grade_id(name), assignment, assignment, record["student"])
-            except MissingEntry:
-                continue
-            grade.auto_score = float(f["score"])
-            # as nbgrader's own autograde (SaveAutoGrades): review over a manual score; and
-            # a flagged submission waits for the instructor (formgrader lists it, the
-            # training gate stays closed)
-            grade.needs_manual_grade = grade.manual_score is not None or flagged
-        notebook = gb.find_submission_notebook(assignment, assignment, record["student"])
-        notebook.flagged = flagged
-        gb.db.commit()
-
-
-def withdraw_grade(db_url, assignment, student, course_id=None):
-    """A newer file of ``student`` ended in a grading error: the scores in the gradebook
-    belong to an older file, so they are withdrawn (``auto_score`` None: "not graded" to
-    nbgrader and to ``tools/unlock_training.py``) and the notebook is flagged. Nothing
-    happens if the student has no submission there.
-
-    Returns:
-        True if a grade was withdrawn.
-    """
-    from nbgrader.api import MissingEntry
-
-    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
-        warnings.simplefilter("ignore")
-        try:
-            notebook = gb.find_submission_notebook(assignment, assignment, student)
-        except MissingEntry:
-            return False
-        for name in graded_points(assignment):
-            try:
-                grade = gb.find_grade(grade_id(name), assignment, assignment, student)
-            except MissingEntry:
-                continue
-            grade.auto_score = None
-            grade.needs_manual_grade = True
-        notebook.flagged = True
-        gb.db.commit()
-    return True
-
-
-def gradebook_has(db_url, assignment, student, course_id=None):
-    """True if every hidden-check cell of ``student`` has an automatic score."""
-    from nbgrader.api import MissingEntry
-
-    with _gradebook(db_url, course_id) as gb:
-        try:
-            for name in graded_points(assignment):
-                if gb.find_grade(grade_id(name), assignment, assignment, student).auto_score is None:
-                    return False
-        except MissingEntry:
-            return False
-    return True
 
 
 def in_kernel_scores(root, student, assignment):
@@ -345,13 +156,12 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         if rec is None:
             rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
             continue
-        report = rec["report"]
-        if report is None:  # a grading error: the executor failed, no grade was written
+        if rec["report"] is None:  # a grading error: the executor failed, no grade written
             rows.append({"student": student, "score": None, "flags": [],
                          "errors": [rec["error"]], "grading_error": True})
             continue
-        hit = sorted({c["fault"] for f in report["functions"].values() for c in f["checks"]
-                      if not c["passed"]})
+        report = GradeReport.from_json(rec["report"])
+        hit = sorted({fault for f in report.functions.values() for fault in f.faults})
         faults.update(hit)
         errors = ([rec["error"]] if rec.get("error") else []) + rec.get("cell_errors", [])
         if rec.get("note"):
@@ -359,10 +169,10 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         disagree = []
         kernel = in_kernel_scores(root, student, assignment)
         if kernel:
-            for name, f in report["functions"].items():
-                if name in kernel and abs(kernel[name] - f["score"]) > 1e-6:
-                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f['score']:g}")
-        rows.append({"student": student, "score": report["score"], "max_score": report["max_score"],
+            for name, f in report.functions.items():
+                if name in kernel and abs(kernel[name] - f.score) > 1e-6:
+                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f.score:g}")
+        rows.append({"student": student, "score": report.score, "max_score": report.max_score,
                      "flags": rec.get("flags", []), "errors": errors, "faults": hit,
                      "disagreements": disagree})
     width = max([len(r["student"]) for r in rows] + [7])
@@ -385,13 +195,106 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
     return {"students": rows, "faults": dict(faults), "grading_errors": failed}
 
 
+class Recorder:
+    """What the batch does with each finished student: append the record to the log and
+    write the grade to the gradebook (withdraw an older one for a grading error). The
+    coordinator's only writer: the executors hand it records, never touch either.
+
+    Args:
+        log: the batch's ``Log``.
+        gradebook: an open ``nbgrader.api.Gradebook`` (one session for the batch).
+        assignment: the ``Assignment`` graded.
+        root: str, the course folder (paths are logged relative to it).
+        course_id: str or None, the course's id in the gradebook.
+    """
+
+    def __init__(self, log: Log, gradebook, assignment: Assignment, root: str,
+                 course_id: str | None = None) -> None:
+        self.log, self.gradebook, self.assignment = log, gradebook, assignment
+        self.root, self.course_id = root, course_id
+        self.pending: dict[str, tuple[str, str, str | None]] = {}  # student -> path, sha, note
+
+    def write(self, record: dict) -> None:
+        """Write ``record``'s grade to the gradebook."""
+        write_gradebook(self.gradebook, self.assignment.name, record, self.course_id)
+
+    def expect(self, student: str, path: str, digest: str, note: str | None) -> None:
+        """Remember the file sent to grading for ``student`` (its path, SHA-256, note)."""
+        self.pending[student] = (path, digest, note)
+
+    def finish(self, student: str, record: dict) -> None:
+        """Log one finished student and write the grade (none for a grading error)."""
+        path, digest, note = self.pending[student]
+        if record["report"] is None and not record.get("grading_error"):
+            # the grader failed on this file: 0
+            record["report"] = zero_report(record["error"], self.assignment)
+        record.update(sha256=record.get("sha256") or digest,  # a Dask task's: of the bytes
+                      path=os.path.relpath(path, self.root), note=note,
+                      finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
+        earlier = self.log.records.get(student)
+        self.log.append(record)
+        if not record.get("grading_error"):
+            self.write(record)
+        elif earlier is not None and earlier.get("report") is not None \
+                and earlier.get("sha256") != record["sha256"]:
+            withdraw_grade(self.gradebook, self.assignment.name, student, self.course_id)
+
+
+def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tuple[str, str]]:
+    """The ``(student, path)`` jobs left to grade; a submission with nothing to grade or
+    an unreadable notebook is recorded at once (0 and its reason), a file already in the
+    log with the same SHA-256 is not graded again (written to the gradebook if missing).
+    """
+    log, assignment, root = recorder.log, recorder.assignment, recorder.root
+    name = assignment.name
+    jobs = []
+    for student in students:
+        path, note = find_submission(os.path.join(submitted, student, name), name)
+        if path is None:
+            rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
+                   "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
+            previous = log.records.get(student)
+            if previous is None or previous.get("sha256") is not None:
+                log.append(rec)
+            recorder.write(log.records[student])
+            continue
+        digest = sha256(path)
+        previous = log.records.get(student)
+        if previous is not None and previous.get("sha256") == digest \
+                and previous.get("report") is not None:  # (a grading error is graded again)
+            if not gradebook_has(recorder.gradebook, name, student, recorder.course_id):
+                recorder.write(previous)  # logged but not yet stored
+            continue
+        if path.endswith(".ipynb"):
+            try:
+                code_of_notebook(path)
+            except SubmissionError as exc:
+                rec = {"student": student, "sha256": digest,
+                       "report": zero_report(str(exc), assignment), "cell_errors": [],
+                       "flags": [], "error": str(exc), "seconds": 0.0,
+                       "path": os.path.relpath(path, root), "note": note}
+                log.append(rec)
+                recorder.write(rec)
+                continue
+        recorder.expect(student, path, digest, note)
+        jobs.append((student, path))
+    return jobs
+
+
 def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None, fresh=False,
         root=None, progress=True, scheduler=None, task_time_limit=None, allow_unjailed=False):
     """Grade every student folder of ``submitted``; see the module doc.
 
     Args:
+        submitted: str, the folder of the students' submissions.
+        assignment: the ``Assignment`` or its name (default `attention`).
         workers: int, processes of the local pool (default: the machine's cores); ignored
             with ``scheduler``.
+        db_url: str, the gradebook's URL (default: the course's, else ``gradebook.db``).
+        log_path: str, the JSON-lines log (default ``log_name(assignment)`` in ``root``).
+        fresh: bool, forget the log.
+        root: str, the course folder (default: the parent of ``submitted``).
+        progress: bool, show a progress bar.
         scheduler: str or None, the address of a Dask scheduler (``tcp://HOST:PORT``):
             grade on its workers instead of a local pool.
         task_time_limit: float or None, seconds one Dask task may grade (default
@@ -406,6 +309,8 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     Returns:
         the summary dict of ``summarise``.
     """
+    owner = assignments.get(assignment)
+    assignment = owner.name
     root = root or os.path.dirname(os.path.abspath(submitted))
     course = course_config(root)  # read once: the gradebook's URL and the course id
     course_id = course.get("course_id")
@@ -420,145 +325,69 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         raise BatchSetupError(str(exc)) from None
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
-    log_path = log_path or os.path.join(root, log_name(assignment))
+    log_path = log_path or os.path.join(root, log_name(owner))
     if fresh and os.path.exists(log_path):
         os.remove(log_path)
     if not os.path.isdir(submitted):
         raise BatchSetupError(f"{submitted}: no such folder (the folder of the students' "
                               f"submissions, submitted/<student>/{assignment}/)")
-    require_assignment(db_url, assignment, course_id)
-    log = Log(log_path)
     students = sorted(d for d in os.listdir(submitted)
                       if os.path.isdir(os.path.join(submitted, d)) and not d.startswith("."))
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
-    jobs, notes = [], {}
-    for student in [s for s in students if s not in absent]:
-        path, note = find_submission(os.path.join(submitted, student, assignment), assignment)
-        if path is None:
-            rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
-                   "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
-            previous = log.records.get(student)
-            if previous is None or previous.get("sha256") is not None:
-                log.append(rec)
-            write_gradebook(db_url, assignment, log.records[student], course_id)
-            continue
-        digest = sha256(path)
-        previous = log.records.get(student)
-        if previous is not None and previous.get("sha256") == digest \
-                and previous.get("report") is not None:  # (a grading error is graded again)
-            if not gradebook_has(db_url, assignment, student, course_id):
-                # logged but not yet stored
-                write_gradebook(db_url, assignment, previous, course_id)
-            continue
-        if path.endswith(".ipynb"):
-            try:
-                code_of_notebook(path)
-            except SubmissionError as exc:
-                rec = {"student": student, "sha256": digest,
-                       "report": zero_report(str(exc), assignment), "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
-                       "path": os.path.relpath(path, root), "note": note}
-                log.append(rec)
-                write_gradebook(db_url, assignment, rec, course_id)
-                continue
-        notes[student] = (path, digest, note)
-        jobs.append((student, path))
+    with open_gradebook(db_url, course_id) as gb:  # one session for the whole batch
+        require_assignment(gb, assignment, course_id)
+        recorder = Recorder(Log(log_path), gb, owner, root, course_id)
+        jobs = _queue(submitted, [s for s in students if s not in absent], recorder)
+        _grade(jobs, recorder, workers or os.cpu_count() or 1, jailed, progress, scheduler,
+               task_time_limit)
+    if not jobs and progress:
+        graded = len(students) - len(absent)
+        print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
+              f"{os.path.basename(log_path)} with the same files (--fresh grades them again)")
+    summary = summarise(recorder.log, students, root, assignment, absent=absent)
+    dashboard.after_grading(root, assignment, db_url, log_path)
+    return summary
 
-    workers = workers or os.cpu_count() or 1
-    bar = None
-    if progress and jobs:
+
+def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed: bool,
+           progress: bool, scheduler: str | None, task_time_limit: float | None) -> None:
+    """Grade ``jobs`` on the local pool or the Dask cluster, handing each record to
+    ``recorder`` as it arrives, with a progress bar."""
+    if not jobs:
+        return
+    bar = task = None
+    if progress:
         from rich.progress import Progress
 
         bar = Progress(transient=False)
         bar.start()
         where = f"on the Dask cluster {scheduler}" if scheduler else f"with {workers} worker(s)"
         task = bar.add_task(f"grading {len(jobs)} submission(s) {where}", total=len(jobs))
+    held: dict = {}
+    name = recorder.assignment.name
+    if scheduler:
+        from .dask_batch import TASK_TIME_LIMIT, grade_on_cluster
 
-    def finish(student, rec):
-        """Log one finished student and write the grade (none for a grading error)."""
-        path, digest, note = notes[student]
-        if rec["report"] is None and not rec.get("grading_error"):
-            # the grader failed on this file: 0
-            rec["report"] = zero_report(rec["error"], assignment)
-        rec.update(sha256=rec.get("sha256") or digest,  # a Dask task's: of the bytes sent
-                   path=os.path.relpath(path, root), note=note,
-                   finished=datetime.datetime.now(datetime.timezone.utc).isoformat())
-        earlier = log.records.get(student)
-        log.append(rec)
-        if not rec.get("grading_error"):
-            write_gradebook(db_url, assignment, rec, course_id)
-        elif earlier is not None and earlier.get("report") is not None \
-                and earlier.get("sha256") != rec["sha256"]:
-            withdraw_grade(db_url, assignment, student, course_id)
-        if bar is not None:
-            bar.advance(task)
-
+        say = bar.console.print if bar is not None else (lambda text: None)
+        records = grade_on_cluster(scheduler, jobs, task_time_limit or TASK_TIME_LIMIT,
+                                   progress=say, assignment=name, held_on_stop=held)
+    else:
+        records = grade_in_pool(jobs, workers, name, jailed)
     try:
-        if scheduler:
-            from .dask_batch import TASK_TIME_LIMIT, grade_on_cluster
-
-            say = bar.console.print if bar is not None else (lambda text: None)
-            grade_on_cluster(scheduler, jobs, finish, task_time_limit or TASK_TIME_LIMIT,
-                             progress=say, assignment=assignment)
-        else:
-            # A fresh process per submission (forked from a server that imported the
-            # graders once): nothing one student's grading did survives into the next.
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["grader_tests.sandbox", "grader_tests.checks"])
-            pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=workers, mp_context=context, max_tasks_per_child=1,
-                initializer=die_with_parent)
-            try:
-                futures = {pool.submit(_grade_job, s, p, assignment, jailed): s
-                           for s, p in jobs}
-                for future in concurrent.futures.as_completed(futures):
-                    student = futures[future]
-                    try:
-                        rec = future.result()
-                    except Exception as exc:
-                        # A pool process died (every later future of a broken pool fails
-                        # too): a grading error, never a grade; the next run grades them.
-                        rec = {"student": student, "report": None, "cell_errors": [],
-                               "flags": [], "grading_error": True,
-                               "error": f"grading process failed: {type(exc).__name__}: "
-                                        f"{exc}", "seconds": 0.0}
-                    finish(student, rec)
-            except BaseException:
-                # Interrupted (Ctrl-C, SIGTERM, SIGHUP): the grading processes go at once,
-                # and their jails with them; what finished is in the log and the gradebook.
-                kill_pool(pool)
-                raise
-            pool.shutdown(wait=True)
+        with contextlib.closing(records):  # stopped here, the executor stops its work
+            for student, record in records:
+                recorder.finish(student, record)
+                if bar is not None:
+                    bar.advance(task)
+    except BaseException as exc:
+        if held and not getattr(exc, "tasks_still_held", None):
+            exc.tasks_still_held = held  # for the batch's last words (``interrupted``)
+        raise
     finally:
         if bar is not None:
             bar.stop()
-    if not jobs and progress:
-        graded = len(students) - len(absent)
-        print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
-              f"{os.path.basename(log_path)} with the same files (--fresh grades them again)")
-    summary = summarise(log, students, root, assignment, absent=absent)
-    dashboard.after_grading(root, assignment, db_url, log_path)
-    return summary
-
-
-class BatchSetupError(Exception):
-    """The batch cannot start: no submissions folder, or the assignment is not in the
-    gradebook."""
-
-
-def require_assignment(db_url, assignment, course_id=None):
-    """Raise ``BatchSetupError`` unless ``assignment`` is recorded in the gradebook."""
-    from nbgrader.api import MissingEntry
-
-    with warnings.catch_warnings(), _gradebook(db_url, course_id) as gb:
-        warnings.simplefilter("ignore")
-        try:
-            gb.find_assignment(assignment)
-        except MissingEntry:
-            raise BatchSetupError(
-                f"assignment {assignment} is not in the gradebook {db_url}: run `nbgrader "
-                f"generate_assignment {assignment} --force` in the course folder first") from None
 
 
 # Exit status of ``main`` when the batch was interrupted (as a shell reports SIGINT).
@@ -589,7 +418,7 @@ def main(argv=None):
                                      description="Grade every submission, isolated, into the "
                                                  "gradebook.")
     parser.add_argument("submitted", nargs="?", default="submitted")
-    parser.add_argument("--assignment", default=NOTEBOOK, choices=("attention", "training"))
+    parser.add_argument("--assignment", default=NOTEBOOK, choices=list(assignments.ASSIGNMENTS))
     parser.add_argument("--workers", type=int, default=None,
                         help="processes of the local pool (default: the machine's cores)")
     parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",

@@ -275,7 +275,7 @@ def reports_in_log(log_path: Path | None) -> dict[str, dict]:
     """
     if log_path is None or not Path(log_path).is_file():
         return {}
-    from .batch import Log
+    from .batch_log import Log
 
     found = {}
     for student, record in Log(str(log_path)).records.items():
@@ -331,8 +331,9 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
     """
     from nbgrader.api import Gradebook, MissingEntry
 
-    from .batch import alembic_on_path, log_name
-    from .sandbox import graded_points
+    from .assignments import get as assignment_named
+    from .batch_log import log_name
+    from .gradebook import alembic_on_path
 
     root = Path(root).resolve()
     coursedir = course_directory(root)
@@ -344,7 +345,7 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
     if log_path is None:
         log_path = root / log_name(assignment)
     logged = reports_in_log(log_path)
-    order = list(graded_points(assignment))
+    order = list(assignment_named(assignment).points)
     feedback_root = Path(coursedir.format_path(coursedir.feedback_directory, ".", "."))
     alembic_on_path()
     course_id = coursedir.course_id or "default_course"

@@ -7,12 +7,12 @@ needs no Dask. The two sides:
 
 * **Coordinator** (``grade_on_cluster``, in the ``batch`` process): reads each
   submission's bytes, sends them with the file name as a task (no shared file system: a
-  worker never sees the coordinator's paths), and hands every returned record to the
+  worker never sees the coordinator's paths), and yields every returned record to the
   batch, which alone appends to the log and writes the gradebook (no worker needs the
   database). At most ``2 x`` the cluster's threads (at least 4) tasks are in flight, so a
   class of thousands does not sit in the scheduler's memory at once.
 * **Worker** (``grade_bytes``, run by Dask on a worker): writes the bytes to a temporary
-  folder and grades the file with ``batch._grade_job`` (``sandbox.grade_isolated``, the
+  folder and grades the file with ``job.grade_job`` (``sandbox.grade_isolated``, the
   local pool's own job, so both executors give the same record) in a grading process of
   its own (a fresh one per task). Past ``time_limit`` seconds that process (and the
   sandbox under it) is killed and the task raises ``GradingTimeLimit``. The process kills
@@ -52,7 +52,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
+
+from .assignments import DEFAULT
+from .job import grading_error_record
+
+DEFAULT_ASSIGNMENT = DEFAULT.name
 
 # A submission is tried at most this many times before it is recorded as a grading error.
 ATTEMPTS = 2
@@ -147,7 +153,8 @@ def task_cancelled() -> Callable[[], bool]:
 
 
 class GradingProcess:
-    """A ``python -m grader_tests.dask_batch FD`` that runs ``_grade_job`` for one submission.
+    """A ``python -m grader_tests.dask_batch FD`` that runs ``job.grade_job`` for one
+    submission.
 
     Started in a session of its own, so that killing its process group also kills the
     sandbox process it starts; the jail under that dies with it (bubblewrap's
@@ -180,9 +187,10 @@ class GradingProcess:
     def alive(self):
         return self.proc.poll() is None
 
-    def grade(self, student: str, path: str, time_limit: float, assignment: str = "attention",
+    def grade(self, student: str, path: str, time_limit: float,
+              assignment: str = DEFAULT_ASSIGNMENT,
               cancelled: Callable[[], bool] | None = None) -> dict:
-        """``_grade_job(student, path, assignment)`` in the grading process, within
+        """``job.grade_job(student, path, assignment)`` in the grading process, within
         ``time_limit`` s.
 
         Args:
@@ -190,7 +198,7 @@ class GradingProcess:
                 ``task_cancelled()``); once it returns True the process is killed.
 
         Returns:
-            dict, the record of ``batch._grade_job``.
+            dict, the record of ``job.grade_job``.
 
         Raises:
             GradingTimeLimit: the time ran out; the process has been killed.
@@ -232,7 +240,8 @@ class GradingProcess:
             pass
 
 
-def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment="attention"):
+def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TASK_TIME_LIMIT,
+                assignment: str = DEFAULT_ASSIGNMENT) -> dict:
     """The Dask task: grade one submission sent as bytes; return the batch record.
 
     Args:
@@ -241,10 +250,10 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
             ``attention (1).ipynb``): its suffix decides how it is read.
         data: bytes, the file's content.
         time_limit: float, seconds the grading may take.
-        assignment: ``"attention"`` or ``"training"``.
+        assignment: str, the assignment's name (``assignments.ASSIGNMENTS``).
 
     Returns:
-        dict, the record of ``batch._grade_job`` plus ``worker`` (the worker's address).
+        dict, the record of ``job.grade_job`` plus ``worker`` (the worker's address).
 
     Raises:
         GradingTimeLimit, GradingProcessDied: the coordinator retries, then records an error.
@@ -269,7 +278,7 @@ def grade_bytes(student, filename, data, time_limit=TASK_TIME_LIMIT, assignment=
 
 def _serve(fd):
     """Main of the grading process: answer requests on socket ``fd`` until it closes."""
-    from grader_tests.batch import _grade_job, die_with_parent
+    from grader_tests.job import die_with_parent, grade_job
 
     die_with_parent()  # the Dask worker gone, this process and its jail go too (the kernel's
     # parent-death signal, not a thread that watches)
@@ -279,8 +288,8 @@ def _serve(fd):
             request = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return 0
-        record = _grade_job(request["student"], request["path"],
-                            request.get("assignment", "attention"))
+        record = grade_job(request["student"], request["path"],
+                           request.get("assignment", DEFAULT_ASSIGNMENT))
         conn.send_bytes(json.dumps(record).encode())
 
 
@@ -343,21 +352,32 @@ def stop_tasks(client, futures: list, timeout: float = STOP_WAIT) -> dict[str, l
         return held
 
 
-def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progress=None,
-                     worker_wait=WORKER_WAIT, assignment="attention"):
-    """Grade ``jobs`` on the Dask cluster of ``scheduler``; hand each record to ``finish``.
+def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
+                     time_limit: float = TASK_TIME_LIMIT,
+                     progress: Callable[[str], None] | None = None,
+                     worker_wait: float = WORKER_WAIT,
+                     assignment: str = DEFAULT_ASSIGNMENT,
+                     held_on_stop: dict | None = None) -> Iterator[tuple[str, dict]]:
+    """Grade ``jobs`` on the Dask cluster of ``scheduler``; yield each student's record.
 
     Args:
         scheduler: str, the scheduler's address (``tcp://HOST:PORT``).
         jobs: list of ``(student, path)``; ``path`` is read here.
-        finish: callable ``finish(student, record)``, called in this process once per
-            student, in the order results arrive: the ``_grade_job`` record plus
-            ``sha256`` (of the bytes sent) and ``worker``, or a grading error record
-            (``"grading_error": True``, ``"report": None``, ``"error"``, ``"attempts"``).
         time_limit: float, seconds one task may grade on a worker.
         progress: callable ``progress(text)`` for one-line notes (retries), or None.
         worker_wait: float, seconds to wait for a first worker.
-        assignment: ``"attention"`` or ``"training"``: which graders the workers run.
+        assignment: str, the assignment's name: which graders the workers run.
+        held_on_stop: a dict the generator fills, when it is stopped, with the tasks
+            still held after ``STOP_WAIT`` (``stop_tasks``'s answer), or None.
+
+    Yields:
+        ``(student, record)`` once per student, in the order results arrive: the
+        ``job.grade_job`` record plus ``sha256`` (of the bytes sent) and ``worker``, or a
+        grading error record (``"grading_error": True``, ``"report": None``, ``"error"``,
+        ``"attempts"``). Closed or interrupted, the generator cancels the tasks in flight
+        and waits for the workers to drop them (``stop_tasks``); the tasks still held after
+        ``STOP_WAIT`` are named on stderr, put in ``held_on_stop`` and set as
+        ``tasks_still_held`` on the exception that stopped it.
 
     Raises:
         TimeoutError: no worker joined the scheduler within ``worker_wait`` seconds.
@@ -407,18 +427,17 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
                         note(f"{student}: {reason}; trying once more elsewhere")
                         submit(student, path, avoid=worker)
                         continue
-                    record = {"student": student, "report": None, "cell_errors": [],
-                              "flags": [], "grading_error": True, "attempts": history[student],
-                              "error": f"grading error, no grade written ({runs[student]} "
-                                       f"attempt(s)): " + "; ".join(history[student]),
-                              "seconds": 0.0}
+                    record = grading_error_record(
+                        student, f"grading error, no grade written ({runs[student]} "
+                                 f"attempt(s)): " + "; ".join(history[student]),
+                        attempts=history[student])
                 else:
                     if student in history:
                         record["attempts"] = history[student]
                 finally:
                     future.release()
                 record["sha256"] = digest
-                finish(student, record)
+                yield student, record
                 while queue and running.count() < window():
                     student, path = queue.pop()
                     submit(student, path)
@@ -429,6 +448,8 @@ def grade_on_cluster(scheduler, jobs, finish, time_limit=TASK_TIME_LIMIT, progre
             held = stop_tasks(client, list(meta))
             if held:
                 exc.tasks_still_held = held  # for the batch's last words
+                if held_on_stop is not None:
+                    held_on_stop.update(held)
                 print(f"warning: after {STOP_WAIT:g} s, workers still hold cancelled tasks: "
                       + "; ".join(f"{w}: {len(k)}" for w, k in sorted(held.items())),
                       file=sys.stderr)

@@ -77,18 +77,3 @@ def trap_line(fault):
         return None
     number, title = TRAPS[fault]
     return f"Re-read trap {number} of the introduction ({title})."
-
-
-def describe(fault):
-    """Return the one-sentence explanation of a fault id.
-
-    Args:
-        fault: str, a key of ``FAULTS``.
-
-    Returns:
-        str.
-
-    Raises:
-        KeyError: if ``fault`` is not a known fault id.
-    """
-    return FAULTS[fault]

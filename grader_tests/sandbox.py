@@ -25,12 +25,14 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from solutions import attention as reference
 from solutions.training import ModelConfig
 
-from . import config, evidence, jail, wire
-from .core import (CHECK_TIME_LIMIT, POINTS, SPEC_FUNCTIONS, CheckResult, FunctionResult,
-                   StudentTimeout, allowed_callees, callees, grade_namespace)
+from . import assignments, config, evidence, jail, wire
+from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
+from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
+                    allowed_callees, callees)
+from .report import CheckResult, FunctionResult, tampering_flags
+from .runner import grade_namespace
 
 wire.register_record(ModelConfig)  # configurations cross as records, rebuilt here as this
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,13 +42,11 @@ WORKER = os.path.join(HERE, "_worker.py")
 MAX_MESSAGE_BYTES = 64 * 2**20
 # Seconds a message may take when no call's deadline applies.
 BACKSTOP_SECONDS = 600.0
-# The worker and the modules it imports: the only code of the kit inside the jail.
-WORKER_FILES = ("_worker.py", "wire.py", "rebind.py", "submission.py")
-EXERCISE_VARIABLES = ("weight_ratio_unscaled", "weight_ratio_scaled", "budget_block_params",
-                      "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
-                      "budget_kv_to_weights", "budget_kv_cache_bytes_mqa")
-class WorkerDied(Exception):
-    """The sandbox process ended during a call (exit, kill, out of memory)."""
+# The worker and the modules it imports, as the package grader_tests: the only code of the
+# kit inside the jail (the package's __init__ and assignments load nothing else).
+WORKER_FILES = ("__init__.py", "_worker.py", "assignments.py", "wire.py", "rebind.py",
+                "submission.py")
+PACKAGE = os.path.basename(HERE)
 
 
 class RemoteError(Exception):
@@ -71,7 +71,7 @@ class Sandbox:
     def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention",
                  jailed=True, allowed_modules=None):
         self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
-        self.assignment, self.jailed = assignment, jailed
+        self.assignment, self.jailed = assignments.get(assignment), jailed
         # third-party modules the submission may import (the course's list by default)
         self.allowed_modules = tuple(config.allowed_modules() if allowed_modules is None
                                      else allowed_modules)
@@ -104,9 +104,11 @@ class Sandbox:
         fd = str(child.fileno())
         if self.jailed:
             jail.require()
-            code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{f}") for f in WORKER_FILES]
+            code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{PACKAGE}/{f}")
+                    for f in WORKER_FILES]
             command = jail.command(
-                [sys.executable, "-I", f"{jail.CODE_DIR}/_worker.py", fd, str(self.memory_mb)],
+                [sys.executable, "-I", f"{jail.CODE_DIR}/{PACKAGE}/_worker.py", fd,
+                 str(self.memory_mb)],
                 readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),))
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
             self.uid = command.uid
@@ -124,11 +126,11 @@ class Sandbox:
         self.conn = Connection(parent.detach())
         reply = self._request({"op": "load", "path": path,
                                "spec_names": list(SPEC_FUNCTIONS),
-                               "names": list(graded_points(self.assignment)),
+                               "names": list(self.assignment.points),
                                "callees": {n: list(allowed_callees(n))
-                                           for n in graded_points(self.assignment)},
-                               "assignment": self.assignment,
-                               "variables": list(EXERCISE_VARIABLES),
+                                           for n in self.assignment.points},
+                               "assignment": self.assignment.name,
+                               "variables": list(self.assignment.variables),
                                "cell_time_limit": self.load_time_limit / 3,
                                "allowed_modules": list(self.allowed_modules)},
                               self.load_time_limit)
@@ -396,18 +398,18 @@ def remote_namespace(sandbox):
     return ns
 
 
-def graded_points(assignment):
-    """Points table of ``assignment`` (``"attention"`` or ``"training"``)."""
-    if assignment == "training":
-        from .checks_training import POINTS_TRAINING
+def graded_points(assignment: "str | Assignment") -> dict[str, int]:
+    """Points table of ``assignment`` (an ``assignments.Assignment`` or its name).
 
-        return POINTS_TRAINING
-    return POINTS
+    Raises:
+        ValueError: not a known assignment.
+    """
+    return dict(assignments.get(assignment).points)
 
 
 def callees_for(name, target):
     """What answers, in the grader, each other graded name the function graded as ``name``
-    reaches: ``core.callees`` (the reference, whose own uses of ``name`` call ``target``,
+    reaches: ``guard.callees`` (the reference, whose own uses of ``name`` call ``target``,
     the proxy of the student's function); nothing for a name outside the contract."""
     return callees(name, target)
 
@@ -426,7 +428,7 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         path: str, a notebook or ``.py`` file.
         names: graded names to grade (default: all of the assignment).
         memory_mb: int, address space the worker may add after start-up.
-        assignment: ``"attention"`` or ``"training"``.
+        assignment: an ``assignments.Assignment`` or its name.
         jailed: bool, run the worker in the jail (``jail.py``); False only where the
             instructor allowed unjailed grading.
 
@@ -455,12 +457,7 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
                 for n in (names or points)}
             return results, [f"the submission {what}"], flags
         ns = remote_namespace(box)
-        if assignment == "training":
-            from .checks_training import grade_namespace as grade_training
-
-            results = grade_training(ns, names)
-        else:
-            results = grade_namespace(ns, names)
+        results = grade_namespace(ns, names, assignment=assignment)
         cell_errors = box.cell_errors
         flags += [f"the submission's process asked the grader for {name!r}, which it was "
                   f"never offered" for name in dict.fromkeys(box.refused)]
@@ -469,21 +466,4 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]
 
 
-def tampering_flags(results):
-    """One line per function a check found gamed (fault ``tampering``): a rigged result,
-    answers looked up by input, reference code, an altered environment.
-
-    Args:
-        results: dict name -> FunctionResult.
-
-    Returns:
-        list of str, ``"<name>: <first tampering message>"``.
-    """
-    found = []
-    for name, r in results.items():
-        messages = [c.message for c in r.checks if c.fault == "tampering"]
-        if messages:
-            text = messages[0]
-            found.append(text if text.startswith(name + ":") else f"{name}: {text}")
-    return found
 __all__ = ["POINTS", "RemoteCallable", "RemoteFunction", "Sandbox", "grade_isolated"]

@@ -44,12 +44,6 @@ SETTINGS = settings(
     print_blob=False,
 )
 
-FLOAT_DTYPES = (np.float32, np.float64)
-
-
-def float_dtypes():
-    """float32 or float64."""
-    return st.sampled_from(FLOAT_DTYPES)
 
 
 def array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=5):

@@ -21,6 +21,8 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 
+from . import assignments
+
 MAGIC = re.compile(r"^(\s*)([%!].*)$", re.MULTILINE)
 
 
@@ -41,7 +43,7 @@ class Loaded:
 # the loop and the constants the student's functions use: they run too (see ``load``).
 GIVEN_PREFIX = "given_"
 # The training notebook's first cell (it loads the student's attention notebook).
-GATE_ID = "gate"
+GATE_ID = assignments.TRAINING.gate_cell
 
 
 def _keep(cell, given=False):
@@ -79,19 +81,22 @@ def _cells(path):
     return [cell for cell in cells if isinstance(cell, dict)]
 
 
-def assignment_of(path):
-    """``"training"`` for a notebook with the training gate cell, else ``"attention"``
-    (a ``.py`` file included).
+def assignment_of(path: str) -> str:
+    """Name of the assignment of ``path``: the assignment whose gate cell the notebook has
+    (``Assignment.gate_cell``: `training`), else ``assignments.DEFAULT`` (`attention`; a
+    ``.py`` file included).
 
     Raises:
         SubmissionError: if ``path`` is a notebook that cannot be read.
     """
     if path.endswith(".py"):
-        return "attention"
+        return assignments.DEFAULT.name
+    gates = {a.gate_cell: a.name for a in assignments.ASSIGNMENTS.values() if a.gate_cell}
     for cell in _cells(path):
-        if ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id") == GATE_ID:
-            return "training"
-    return "attention"
+        found = ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
+        if found in gates:
+            return gates[found]
+    return assignments.DEFAULT.name
 
 
 def gate_definitions(source):
@@ -329,17 +334,18 @@ def _alarm(signum, frame):
     raise CellTimeout()
 
 
-def load(path, cell_time_limit=None, assignment="attention", allowed_modules=None):
+def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowed_modules=None):
     """Run a submission's code in a fresh namespace.
 
     Args:
         path: str, a ``.ipynb`` notebook or a ``.py`` module.
         cell_time_limit: float or None, seconds one cell may run (SIGALRM, main thread
             only); a cell that runs longer is stopped and recorded in ``cell_errors``.
-        assignment: ``"attention"`` or ``"training"``. For `training` the given cells run
-            too (the constants and the model the student's functions use), the gate cell
-            does not: ``require_gate`` and ``require_implemented`` are no-ops, and the
-            graders bind the attention functions to the reference themselves.
+        assignment: the ``assignments.Assignment`` or its name. For one with given cells
+            (`training`) the given cells run too (the constants and the model the
+            student's functions use), the gate cell does not: ``require_gate`` and
+            ``require_implemented`` are no-ops, and the graders bind the attention
+            functions to the reference themselves.
         allowed_modules: tuple of str, top-level names of the third-party modules the
             grading environment provides (default ``config.DEFAULT_ALLOWED_MODULES``); an
             import of anything else (the standard library aside) is not run: its names
@@ -354,6 +360,7 @@ def load(path, cell_time_limit=None, assignment="attention", allowed_modules=Non
     """
     if not os.path.isfile(path):
         raise SubmissionError(f"{path}: no such file")
+    with_given = assignments.get(assignment).given_cells
     labels, given = {}, set()
     if path.endswith(".py"):
         try:
@@ -362,7 +369,7 @@ def load(path, cell_time_limit=None, assignment="attention", allowed_modules=Non
         except (OSError, UnicodeDecodeError) as exc:
             raise SubmissionError(f"{path}: unreadable ({exc})") from None
     else:
-        chunks = code_of_notebook(path, given=assignment == "training")
+        chunks = code_of_notebook(path, given=with_given)
         labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
                   for i, cell in enumerate(_cells(path))}
         given = {i for i, cell in enumerate(_cells(path))
@@ -373,13 +380,13 @@ def load(path, cell_time_limit=None, assignment="attention", allowed_modules=Non
     namespace = {"__name__": "__submission__", "__file__": os.path.abspath(path),
                  "__unavailable_module__": UnavailableModule}
     notes = [] if path.endswith(".py") else _structure_notes(_cells(path))
-    if assignment == "training":
+    if with_given:
         namespace.update(require_gate=_no_op, require_implemented=_no_op)
     loaded = Loaded(path, namespace, list(notes))
     use_alarm = bool(cell_time_limit) and hasattr(signal, "SIGALRM") and \
         threading.current_thread() is threading.main_thread()
     for index, source in chunks:
-        if assignment == "training":  # after the gate's definitions too
+        if with_given:  # after the gate's definitions too
             namespace.update(require_gate=_no_op, require_implemented=_no_op)
         sink = io.StringIO()
         previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None

@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from grader_tests import core
+from grader_tests import core, guard
 from grader_tests.core import Fail, contents, same_value
 from grader_tests.integrity import rigged_object
 from grader_tests.wire import Handle
@@ -387,6 +387,6 @@ def test_opaque_results_name_only_forwards_with_caches():
 
 def test_fail_is_tampering_for_a_rigged_result():
     with pytest.raises(Fail) as info:
-        core._refuse_rigged((np.zeros(2), Yes()))
+        guard._refuse_rigged((np.zeros(2), Yes()))
     assert info.value.fault == "tampering"
-    core._refuse_rigged((np.zeros(2), Yes()), (1,))
+    guard._refuse_rigged((np.zeros(2), Yes()), (1,))

@@ -296,10 +296,7 @@ def test_peer_is_isolated_as_its_own_graded_name():
     that only calls its own graded name recurses, whatever the function under test."""
     ns = build_namespace([SELF_CALLS["alias"].replace("NAME", "layer_norm_forward")],
                          label="peer")
-    core._current["namespace"] = ns
-    try:
+    with core.grading(core.Session(namespace=ns)):
         forward = core.peer("layer_norm_forward")
-    finally:
-        core._current["namespace"] = None
     with pytest.raises(RecursionError):
         forward(np.ones((2, 3)), np.ones(3), np.zeros(3))

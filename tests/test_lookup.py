@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from grader_tests import core, lookup
+from grader_tests import core, guard, lookup
 from grader_tests.sandbox import grade_isolated
 from solutions import attention as ref
 from tests.catalogue import build_namespace
@@ -91,20 +91,20 @@ def record_answers(name, path):
     """Grade the reference's ``name`` in this process, store the reference's answer to
     every call the graders make, keyed as the cheat keys them, in the file ``path``."""
     key, table = _key_function(), {}
-    original = core._invoke
+    original = guard._invoke
 
     def spy(fn, args, kwargs):
-        k = key(args, kwargs) if fn is core._current["target"] else None
+        k = key(args, kwargs) if fn is guard.current_session().target else None
         result = original(fn, args, kwargs)
         if k is not None:
             table[k] = copy.deepcopy(result)
         return result
 
-    core._invoke = spy
+    guard._invoke = spy
     try:
         result = core.grade_function(name, build_namespace({}))
     finally:
-        core._invoke = original
+        guard._invoke = original
     assert result.score == result.max_score
     assert len(table) >= 5, table
     path.write_bytes(pickle.dumps(table))
@@ -191,18 +191,18 @@ def test_honest_functions_are_never_flagged(entry):
         if not callable(space.get(name)):
             continue
         recorded = []
-        original = core._invoke
+        original = guard._invoke
 
         def spy(fn, args, kwargs):
-            if fn is core._current["target"] and lookup.nudgeable([args, kwargs]):
+            if fn is guard.current_session().target and lookup.nudgeable([args, kwargs]):
                 recorded.append(copy.deepcopy((args, kwargs)))
             return original(fn, args, kwargs)
 
-        core._invoke = spy
+        guard._invoke = spy
         try:
             result = core.grade_function(name, space)
         finally:
-            core._invoke = original
+            guard._invoke = original
         assert "tampering" not in result.faults, (name, result.faults)
         if kind != "bug":
             assert result.score == result.max_score, (name, result.faults)

@@ -3,7 +3,8 @@ and the diagnosis of a wrong value by the alternative formulas a fault would pro
 
 import numpy as np
 
-from ..core import Fail, call, call_watching_inputs
+from ..guard import call, call_watching_inputs
+from ..registry import Fail
 
 
 def fmt(a, precision=4):

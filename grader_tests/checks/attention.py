@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from solutions import attention as ref
 
 from .. import strategies as S
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, unpack, worst_difference)
 from ._variants import SDPA_FAULTS, mha_candidates, sdpa_variant

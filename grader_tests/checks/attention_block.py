@@ -16,7 +16,8 @@ import numpy as np
 from solutions import attention as ref
 
 from .. import gradcheck
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, mutation_check, rng, unpack, worst_difference)
 from ._variants import mha_candidates, mha_variant

@@ -7,7 +7,7 @@ the released notebook has neither.
 import math
 import numbers
 
-from ..core import NOTES, Fail, check
+from ..registry import NOTES, Fail, check
 
 RATIO, BUDGET = "exercise_weight_ratio", "exercise_decoder_budget"
 

@@ -3,7 +3,8 @@ docs/contract.md §2 (items 14 and 15) and against independent counts of a block
 
 import numbers
 
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 
 PARAMS, KV = "block_param_count", "kv_cache_bytes"
 

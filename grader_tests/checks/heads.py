@@ -7,7 +7,8 @@ from hypothesis import given
 from solutions import attention as ref
 
 from .. import strategies as S
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._util import as_array, dtype_check, expect_shape, fmt, mutation_check
 
 SPLIT, MERGE = "split_heads", "merge_heads"

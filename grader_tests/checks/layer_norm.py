@@ -24,7 +24,8 @@ from solutions import attention as ref
 
 from .. import gradcheck
 from .. import strategies as S
-from ..core import Fail, StubHit, StudentTimeout, call, check, crash_fault, peer
+from ..guard import StubHit, StudentTimeout, call, crash_fault, peer
+from ..registry import Fail, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, fmt, mutation_check, rng, unpack, worst_difference)
 

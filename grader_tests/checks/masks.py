@@ -5,7 +5,8 @@ import numpy as np
 
 from solutions import attention as ref
 
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._util import as_array, expect_shape, fmt, mutation_check, rng
 
 

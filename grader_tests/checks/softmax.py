@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from solutions import attention as ref
 
 from .. import strategies as S
-from ..core import Fail, StubHit, StudentTimeout, call, check
+from ..guard import StubHit, StudentTimeout, call
+from ..registry import Fail, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, worst_difference)
 

@@ -9,7 +9,8 @@ import numpy as np
 from solutions import training as ref
 
 from ..checks._util import allclose, as_array, fmt, mutation_check, unpack
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 
 NAME = "adam_step"
 

@@ -7,7 +7,8 @@ import numpy as np
 from solutions import training as ref
 
 from ..checks._util import as_array, expect_shape, fmt, unpack
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 
 NAME = "make_batch"
 SEP, N_SYMBOLS = ref.SEP, ref.N_SYMBOLS

@@ -16,7 +16,8 @@ from solutions import training as ref
 
 from .. import gradcheck
 from ..checks._util import as_array, call_watching_inputs, unpack, worst_difference
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._fixtures import (
     largest,
     reference_ops,

@@ -7,7 +7,8 @@ import numpy as np
 
 from solutions import training as ref
 
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 
 NAME = "model_param_count"
 

@@ -7,7 +7,8 @@ import numpy as np
 from solutions import training as ref
 
 from ..checks._util import allclose, as_array, expect_shape, fmt, mutation_check, unpack
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 from ._fixtures import TINY_L, reference_ops, student_ops, tiny_config
 
 GEN, ACC = "greedy_generate", "answer_accuracy"

@@ -15,7 +15,8 @@ from ..checks._util import (
     unpack,
     worst_difference,
 )
-from ..core import Fail, call, check
+from ..guard import call
+from ..registry import Fail, check
 
 NAME = "masked_cross_entropy"
 

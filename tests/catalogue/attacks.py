@@ -182,14 +182,15 @@ ATTACKS = {
 
 # Attacks on the channel between the jailed worker and the grader: the student's code
 # speaks the worker's protocol on its socket (``sys.argv[1]``) and asks the grader to run
-# something. ``{name}``: the function it asks for. (It imports the worker's module through
-# importlib: a plain ``import wire`` is not even run, since the grading environment does
-# not provide that module to submissions.)
+# something. ``{name}``: the function it asks for. (It imports the worker's module,
+# ``grader_tests.wire`` as the worker itself imports it, through importlib: a plain
+# ``import grader_tests.wire`` is not even run, since the grading environment does not
+# provide that module to submissions.)
 CHANNEL_ATTACK = '''
     import importlib
     import sys
     from multiprocessing.connection import Connection
-    wire = importlib.import_module("wire")
+    wire = importlib.import_module("grader_tests.wire")
     def softmax(scores, axis=-1):
         conn = Connection(int(sys.argv[1]))
         request = {{"op": "callback", "name": "{name}", "args": [scores], "kwargs": {{}}}}

@@ -1,0 +1,192 @@
+"""The typed result of grading, its one JSON form, and the student-facing text.
+
+``CheckResult`` (one check), ``FunctionResult`` (every check of one graded name) and
+``GradeReport`` (a whole submission: its functions, the cells that failed while loading,
+the flags) are what the runner returns and what the notebook call, the command line, the
+batch log and the class summary read. Each is serialised one way: ``to_json`` gives a
+JSON-ready dict and ``from_json`` reads it back.
+"""
+
+import textwrap
+from dataclasses import dataclass, field
+
+from .faults import trap_line
+from .registry import NOTES
+
+# Characters of a report's message line before it is wrapped (after an 8-space indent).
+REPORT_WIDTH = 88
+# Decimal places a score keeps in the JSON form (points).
+SCORE_DIGITS = 6
+
+
+@dataclass
+class CheckResult:
+    """Outcome of one check: ``fault`` (a fault id of ``faults.FAULTS``) is None exactly
+    when ``passed``; ``message`` is the student-facing explanation of a failure."""
+
+    name: str
+    passed: bool
+    fault: str | None = None
+    message: str = ""
+
+    def to_json(self) -> dict:
+        """JSON-ready dict: ``{"name", "passed", "fault", "message"}``."""
+        return {"name": self.name, "passed": self.passed, "fault": self.fault,
+                "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CheckResult":
+        """The result ``to_json`` wrote.
+
+        Raises:
+            KeyError: ``name`` or ``passed`` is missing.
+        """
+        return cls(str(data["name"]), bool(data["passed"]), data.get("fault"),
+                   str(data.get("message", "")))
+
+
+@dataclass
+class FunctionResult:
+    """Outcome of every check of one graded name.
+
+    Attributes:
+        name: the graded name.
+        score: float, points earned (``max_score`` times the share of checks passed).
+        max_score: float, the graded name's points in its assignment.
+        checks: list of ``CheckResult``, in registration order.
+        seconds: float, wall-clock seconds the grading of this name took.
+    """
+
+    name: str
+    score: float
+    max_score: float
+    checks: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def faults(self) -> list[str]:
+        """Distinct fault ids of the failed checks, in order of first appearance."""
+        seen: list[str] = []
+        for c in self.checks:
+            if not c.passed and c.fault not in seen:
+                seen.append(c.fault)
+        return seen
+
+    def to_json(self) -> dict:
+        """JSON-ready dict: ``{"score", "max_score", "checks": [CheckResult dicts]}`` (the
+        score rounded to ``SCORE_DIGITS`` places). The graded name is the key the dict is
+        stored under (``GradeReport``) or the cell it is published by; the seconds are not
+        part of the result a reader gets."""
+        return {"score": round(float(self.score), SCORE_DIGITS),
+                "max_score": float(self.max_score),
+                "checks": [c.to_json() for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, data: dict, name: str) -> "FunctionResult":
+        """The result ``to_json`` wrote for the graded name ``name``.
+
+        Raises:
+            KeyError: ``score`` or ``max_score`` is missing.
+        """
+        return cls(name, float(data["score"]), float(data["max_score"]),
+                   [CheckResult.from_json(c) for c in data.get("checks", [])])
+
+
+@dataclass
+class GradeReport:
+    """A graded submission.
+
+    Attributes:
+        assignment: str, the assignment's name (``"attention"``, ``"training"``).
+        functions: dict graded name -> ``FunctionResult``, in the assignment's order.
+        cell_errors: list of str, the submission's cells that failed while it loaded.
+        flags: list of str, what the grader saw that withholds the grade for review.
+    """
+
+    assignment: str
+    functions: dict[str, FunctionResult] = field(default_factory=dict)
+    cell_errors: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """Points earned over every graded name."""
+        return round(sum(float(f.score) for f in self.functions.values()), SCORE_DIGITS)
+
+    @property
+    def max_score(self) -> float:
+        """Points available over every graded name."""
+        return float(sum(f.max_score for f in self.functions.values()))
+
+    def to_json(self) -> dict:
+        """JSON-ready dict: ``{"assignment", "score", "max_score", "functions": {name:
+        FunctionResult dict}, "cell_errors", "flags"}``."""
+        return {"assignment": self.assignment, "score": self.score,
+                "max_score": self.max_score,
+                "functions": {n: f.to_json() for n, f in self.functions.items()},
+                "cell_errors": list(self.cell_errors), "flags": list(self.flags)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "GradeReport":
+        """The report ``to_json`` wrote.
+
+        Raises:
+            KeyError: a function entry lacks ``score`` or ``max_score``.
+        """
+        return cls(str(data.get("assignment", "")),
+                   {n: FunctionResult.from_json(f, n) for n, f in data.get("functions",
+                                                                           {}).items()},
+                   [str(e) for e in data.get("cell_errors", [])],
+                   [str(f) for f in data.get("flags", [])])
+
+
+def report_dict(results: dict[str, FunctionResult]) -> dict:
+    """JSON form of the results of a grading, without assignment, cell errors or flags:
+    ``{"score", "max_score", "functions": {name: FunctionResult dict}}``."""
+    full = GradeReport("", dict(results)).to_json()
+    return {k: full[k] for k in ("score", "max_score", "functions")}
+
+
+def tampering_flags(results: dict[str, FunctionResult]) -> list[str]:
+    """One line per function a check found gamed (fault ``tampering``): a rigged result,
+    answers looked up by input, reference code, an altered environment.
+
+    Args:
+        results: dict name -> FunctionResult.
+
+    Returns:
+        list of str, ``"<name>: <first tampering message>"``.
+    """
+    found = []
+    for name, r in results.items():
+        messages = [c.message for c in r.checks if c.fault == "tampering"]
+        if messages:
+            text = messages[0]
+            found.append(text if text.startswith(name + ":") else f"{name}: {text}")
+    return found
+
+
+def format_result(r: FunctionResult) -> str:
+    """Plain-ASCII, student-facing text of one ``FunctionResult``: a line with the score,
+    one per check (PASS / FAIL and its fault id), each failure's message wrapped at
+    ``REPORT_WIDTH`` with the trap of the introduction behind its fault id, and the graded
+    name's note (the exercises' worked solutions)."""
+    passed = sum(c.passed for c in r.checks)
+    lines = [f"{r.name}: {r.score:.2f} / {r.max_score:g} points "
+             f"({passed} of {len(r.checks)} checks passed)"]
+    for c in r.checks:
+        if c.passed:
+            lines.append(f"  PASS  {c.name}")
+        else:
+            lines.append(f"  FAIL  {c.name}  [{c.fault}]")
+            trap = trap_line(c.fault)
+            parts = c.message.splitlines() + ([trap] if trap and trap not in c.message else [])
+            for part in parts:
+                # long lines wrapped: a report line never runs past a page's or a
+                # terminal's right edge (short lines, such as printed arrays, kept as they are)
+                wrapped = [part] if len(part) <= REPORT_WIDTH else textwrap.wrap(
+                    part, REPORT_WIDTH, break_long_words=False, break_on_hyphens=False)
+                lines.extend(f"        {w}" for w in wrapped)
+    if r.name in NOTES:
+        lines.append(NOTES[r.name])
+    return "\n".join(lines)

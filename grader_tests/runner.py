@@ -1,0 +1,237 @@
+"""The runner: every check of one graded name against a student's function, and the score.
+
+The runner turns every outcome of a check into a ``report.CheckResult``: a pass, a
+``registry.Fail`` with its fault id, or the student's own exception (``not-implemented``,
+``crash``, ``module-unavailable``) or a time-out (``timeout``). A function's score is
+``points * passed / total`` over its checks (partial credit), with the points of the
+graded name in its ``assignments.Assignment``; a bug in one function costs only that
+function's points (``guard.isolate``). One runner serves every assignment.
+"""
+
+import contextlib
+import io
+import time
+import types
+import warnings
+from collections.abc import Callable, Iterable
+
+from solutions import attention as reference
+
+from . import assignments, guard, lookup
+from .assignments import Assignment
+from .guard import (CALL_TIME_LIMIT, SPEC_FUNCTIONS, Session, StubHit, StudentTimeout,
+                    WorkerDied, crash_fault, grading, isolate)
+from .integrity import borrowed_reference, environment_problems, is_protected_module
+from .registry import CHECKS, Fail
+from .report import CheckResult, FunctionResult
+
+try:  # Hypothesis's own "the test is not reproducible" errors
+    from hypothesis.errors import Flaky as _Flaky
+    _FLAKY: tuple[type[BaseException], ...] = (_Flaky,)
+except ImportError:  # pragma: no cover
+    _FLAKY = ()
+
+
+def _student_error_message(name: str, exc: BaseException) -> str:
+    if isinstance(exc, WorkerDied):
+        return (f"the process running {name} ended during the call (sys.exit, os._exit, a "
+                f"signal, or memory exhausted)")
+    kind = getattr(exc, "type_name", type(exc).__name__)
+    text = f"{kind}: {exc}".strip()
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"calling {name} raised {text}"
+
+
+def _assignment_of(name: str, assignment: "str | Assignment | None") -> Assignment:
+    if assignment is not None:
+        found = assignments.get(assignment)
+        if name in found.points:
+            return found
+    return assignments.owning(name)
+
+
+def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_LIMIT,
+                   assignment: "str | Assignment | None" = None) -> FunctionResult:
+    """Run every check registered for ``name`` against ``namespace[name]``.
+
+    Args:
+        name: str, a graded name of ``assignment``.
+        namespace: dict of the student's definitions (a notebook's globals or a module's
+            ``vars``; the sandbox's proxies for an isolated submission).
+        time_limit_s: float, seconds one call of the student's function may run; after
+            one time-out (or once ``guard.FUNCTION_TIME_BUDGET`` is spent) the remaining
+            checks are not run and fail with ``timeout``.
+        assignment: the ``Assignment`` (or its name) whose points apply; None: the one
+            that grades ``name``.
+
+    Returns:
+        FunctionResult, score in points.
+
+    Raises:
+        KeyError: if ``name`` is not a graded name of any assignment.
+    """
+    owner = _assignment_of(name, assignment)
+    owner.load_checks()  # registers the checks (once)
+    max_score = owner.points_of(name)
+    registered = CHECKS[name]
+    started = time.perf_counter()
+    results: list[CheckResult] = []
+    if name.startswith("exercise_"):
+        target = namespace  # exercises are graded on the variables the student assigned
+    else:
+        target = namespace.get(name)
+        if not callable(target):
+            results = [CheckResult(title, False, "not-implemented",
+                                   f"{name} is not defined in the submission: define a "
+                                   f"function named {name} (names are case-sensitive).")
+                       for title, _ in registered]
+            return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
+        borrowed = _borrowed(target, namespace)
+        if borrowed:
+            return _all_failed(name, registered, "tampering", f"{name}: {borrowed}.",
+                               max_score, started)
+        target = isolate(target, namespace, name)
+    problems = environment_problems()
+    if problems:
+        return _all_failed(name, registered, "tampering",
+                           f"the grading environment was altered before {name} was graded: "
+                           f"{'; '.join(problems)}.", max_score, started)
+    timed_out = False
+    session = Session(namespace=namespace, call_limit=time_limit_s, target=target,
+                      roles={id(target): (target, name)})
+    with grading(session):
+        for title, fn in registered:
+            if timed_out:
+                results.append(CheckResult(title, False, "timeout",
+                                           f"not run: {name} already exceeded its time limit "
+                                           f"of {time_limit_s:g} s in an earlier check."))
+                continue
+            result, timed_out = _run_check(name, title, fn, target, time_limit_s)
+            results.append(result)
+        recorded = session.recorded
+        session.namespace, session.target, session.recorded = None, None, []
+        problems = environment_problems()
+        if problems:
+            return _all_failed(name, registered, "tampering",
+                               f"grading {name} altered the grading environment: "
+                               f"{'; '.join(problems)}.", max_score, started)
+        probing = bool(recorded) and not timed_out and any(r.passed for r in results)
+        looked_up = None
+        if probing:
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
+                    looked_up = lookup.probe(target, recorded, guard._invoke)
+            except (StudentTimeout, StubHit, Fail):  # out of time, or nothing to compare
+                looked_up = None
+        if looked_up:
+            return _all_failed(name, registered, "tampering", f"{name}: {looked_up}.",
+                               max_score, started)
+        if probing and name in SPEC_FUNCTIONS and not all(r.passed for r in results):
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
+                    constant = lookup.ignores_its_input(target, recorded, guard._invoke,
+                                                        getattr(reference, name))
+            except (StudentTimeout, StubHit, Fail):
+                constant = None
+            if constant:
+                return _all_failed(name, registered, "not-implemented",
+                                   f"{name}: {constant}.", max_score, started)
+    passed = sum(r.passed for r in results)
+    score = max_score * passed / len(results) if results else 0.0
+    return FunctionResult(name, score, max_score, results, time.perf_counter() - started)
+
+
+def _run_check(name: str, title: str, check: Callable, target: object,
+               time_limit_s: float) -> tuple[CheckResult, bool]:
+    """One check on ``target``: its outcome as a ``CheckResult``, and whether the
+    student's code ran out of time."""
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(target)
+    except Fail as failure:
+        return CheckResult(title, False, failure.fault, failure.message), False
+    except StudentTimeout:
+        return CheckResult(title, False, "timeout",
+                           f"{name} did not return within {time_limit_s:g} s: look for a "
+                           f"loop that never ends."), True
+    except (NotImplementedError, StubHit):
+        return CheckResult(title, False, "not-implemented",
+                           f"{name} still raises NotImplementedError: replace the `raise "
+                           f"NotImplementedError()` line with your code."), False
+    except _FLAKY as exc:
+        return CheckResult(title, False, "other",
+                           f"{name} gave different results for the same input when it was "
+                           f"called again ({type(exc).__name__}); does it depend on global "
+                           f"state, randomness or time?"), False
+    except (Exception, SystemExit) as exc:  # the student's own error, reported as a crash
+        return CheckResult(title, False, crash_fault(exc),
+                           _student_error_message(name, exc)), False
+    return CheckResult(title, True, None, ""), False
+
+
+def _all_failed(name: str, registered: list, fault: str, message: str, max_score: float,
+                started: float) -> FunctionResult:
+    results = [CheckResult(title, False, fault, message) for title, _ in registered]
+    return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
+
+
+def _borrowed(fn: Callable, namespace: dict) -> str | None:
+    """Why ``fn`` is the kit's own code rather than the student's, or None.
+
+    Looks at ``fn`` itself and at every global name its code (and nested code) reads:
+    a module or function of ``solutions`` / ``grader_tests`` reached that way is flagged.
+    The graded names of docs/contract.md §2 are left out: ``isolate`` binds them to the
+    reference for the checks anyway, and they legitimately are the reference where the
+    reference stands in for them (the training notebook on the instructor's side).
+    """
+    found = borrowed_reference(fn)
+    if found:
+        return found
+    code = getattr(fn, "__code__", None)
+    names, stack = set(), [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    home = getattr(fn, "__globals__", namespace)
+    for n in sorted(names - set(SPEC_FUNCTIONS)):
+        value = home.get(n)
+        module = value if isinstance(value, types.ModuleType) else None
+        if module is not None:
+            if is_protected_module(module):
+                return f"it uses the module {module.__name__}, the kit's reference or graders"
+        elif value is not None and callable(value):
+            found = borrowed_reference(value)
+            if found:
+                return f"it calls {n}, whose {found.split(', ', 1)[0][4:]}"
+    return None
+
+
+def grade_namespace(namespace: dict, names: Iterable[str] | None = None,
+                    time_limit_s: float = CALL_TIME_LIMIT,
+                    assignment: "str | Assignment | None" = None) -> dict[str, FunctionResult]:
+    """Grade every graded name of ``assignment`` (or only ``names``) in ``namespace``.
+
+    Args:
+        namespace: dict of the student's definitions.
+        names: graded names to grade, or None for all of the assignment's.
+        time_limit_s: float, seconds one call of student code may run.
+        assignment: the ``Assignment`` or its name (default ``assignments.DEFAULT``).
+
+    Returns:
+        dict name -> FunctionResult, in the order of ``names`` (the assignment's order
+        by default).
+
+    Raises:
+        KeyError: a name is not graded in any assignment.
+        ValueError: ``assignment`` is not a known assignment.
+    """
+    owner = assignments.get(assignment)
+    names = list(owner.points) if names is None else list(names)
+    return {n: grade_function(n, namespace, time_limit_s, owner) for n in names}

@@ -1,0 +1,124 @@
+"""The package ``grader_tests`` has no import circle: each module imports alone, in a fresh
+interpreter, and the graph of the imports its modules write (at module level or inside a
+function) has no cycle."""
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "grader_tests"
+
+
+def module_name(path: Path) -> str:
+    """``grader_tests.checks.softmax`` for ``grader_tests/checks/softmax.py`` (a package's
+    ``__init__.py`` is the package)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def imports_of(name: str) -> set[str]:
+    """The modules of ``grader_tests`` that module ``name`` imports, anywhere in its code."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    base = name.split(".") if is_package(name) else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - node.level + 1]
+                source = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            # ``from . import checks`` imports the module grader_tests.checks
+            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES
+                       else source for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # grader_tests.core.POINTS -> .core
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as ``[a, b, ..., a]``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_import_graph_of_grader_tests_has_no_cycle():
+    graph = {name: imports_of(name) for name in MODULES}
+    assert len(graph) > 30
+    # the graph is read right: edges that are known to exist are found
+    assert "grader_tests.registry" in graph["grader_tests.checks.softmax"]
+    assert "grader_tests.guard" in graph["grader_tests.checks.softmax"]
+    assert "grader_tests.job" in graph["grader_tests.dask_batch"]
+    assert "grader_tests.checks_training.adam" in graph["grader_tests.checks_training"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_module_imports_alone(name):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"import {name} failed:\n{done.stderr[-3000:]}"
+
+
+def test_the_worker_imports_the_kit_once_as_a_package():
+    """Run as the jail runs it (a script, isolated mode), the worker imports wire, rebind
+    and submission as modules of the package grader_tests, never as top-level modules, and
+    nothing of the graders or the reference."""
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='worker'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('grader_tests', 'wire', 'rebind', 'submission', 'solutions', 'integrity')))")
+    done = subprocess.run([sys.executable, "-I", "-c", code, str(PACKAGE / "_worker.py")],
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = ast.literal_eval(done.stdout.strip())
+    assert loaded == ["grader_tests", "grader_tests.assignments", "grader_tests.rebind",
+                      "grader_tests.submission", "grader_tests.wire"]
