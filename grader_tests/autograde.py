@@ -23,6 +23,7 @@ grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -88,10 +89,14 @@ class JoinDuplicateCells(NbGraderPreprocessor):
 class JailedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels start in the jail and talk over Unix sockets.
 
-    The connection file and the sockets live in a folder made for the one kernel, bound
-    writable into its jail; the notebook's folder and, beside it, the student's other
-    assignments (``../attention`` for the training gate) are bound read-only at
-    ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's folder there.
+    The connection file lives in a folder made for the one kernel (``<scratch>/k``), bound
+    read-only into its jail; the kernel makes its sockets in ``<scratch>/s``, a folder on
+    the jail's private, size-capped ``/tmp`` (``jail.command(private_dirs=...)``), which
+    the grader reaches as ``/proc/<pid>/root<scratch>/s`` (``jail.inside_path``): nothing
+    the kernel can write is on the host's disk. The notebook's folder and, beside it, the
+    student's other assignments (``../attention`` for the training gate) are bound
+    read-only at ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's
+    folder there.
     """
 
     async def _jail_pre_start(self, **kw: Any):
@@ -100,9 +105,12 @@ class JailedKernelManager(AsyncKernelManager):
         weakref.finalize(self, shutil.rmtree, self._jail_parent, True)  # a failed start too
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
-        os.chmod(self._jail_dir, 0o777)  # the jail's uid makes its sockets here
+        os.chmod(self._jail_dir, 0o755)  # read-only in the jail: the connection file
+        # The sockets' folder exists only inside the jail (on its /tmp); the host's
+        # ``<scratch>`` (0700) has no ``s``, so it is never taken for the jail's.
+        self._jail_sockets = os.path.join(self._jail_parent, "s")
         self.transport = "ipc"
-        self.ip = os.path.join(self._jail_dir, "kernel")
+        self.ip = os.path.join(self._jail_sockets, "kernel")  # as the kernel sees it
         self.connection_file = os.path.join(self._jail_dir, "kernel.json")
         self._notebook_dir = os.path.abspath(kw.get("cwd") or os.getcwd())
         return await super()._async_pre_start_kernel(**kw)
@@ -114,7 +122,8 @@ class JailedKernelManager(AsyncKernelManager):
         student_dir = os.path.dirname(self._notebook_dir)
         inside = f"{jail.SUBMISSION_DIR}/{os.path.basename(self._notebook_dir)}"
         command = jail.command(
-            cmd, readwrite=[(self._jail_dir, self._jail_dir)], submission_dir=student_dir,
+            cmd, readonly=[(self._jail_dir, self._jail_dir)],
+            private_dirs=[self._jail_sockets], submission_dir=student_dir,
             cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
                                            address_space_bytes=8 * 2**30),
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
@@ -131,6 +140,13 @@ class JailedKernelManager(AsyncKernelManager):
         kw.setdefault("stdout", subprocess.DEVNULL)
         kw.setdefault("stderr", subprocess.DEVNULL)
         return kernel_cmd, kw
+
+    async def _async_post_start_kernel(self, **kw: Any) -> None:
+        # The grader's side connects to the sockets through the jail's root.
+        pid = self.provisioner.process.pid  # bwrap's (jupyter_client's LocalProvisioner)
+        view = await asyncio.to_thread(jail.inside_path, pid, self._jail_sockets)
+        self.ip = os.path.join(view, "kernel")
+        await super()._async_post_start_kernel(**kw)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
