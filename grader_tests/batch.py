@@ -435,7 +435,13 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
     jobs, notes = [], {}
     for student in [s for s in students if s not in absent]:
-        path, note = find_submission(os.path.join(submitted, student, assignment), assignment)
+        folder = os.path.join(submitted, student, assignment)
+        try:
+            path, note = find_submission(folder, assignment)
+            digest = None if path is None else sha256(path)
+        except Exception as exc:  # last resort: one student's files never stop the batch
+            path, note = None, (f"{student}: {os.path.relpath(folder, root)}: the submission "
+                                f"could not be read ({type(exc).__name__}: {str(exc)[:300]})")
         if path is None:
             rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
                    "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
@@ -444,7 +450,6 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
                 log.append(rec)
             write_gradebook(db_url, assignment, log.records[student], course_id)
             continue
-        digest = sha256(path)
         previous = log.records.get(student)
         if previous is not None and previous.get("sha256") == digest \
                 and previous.get("report") is not None:  # (a grading error is graded again)
@@ -455,9 +460,12 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         if path.endswith(".ipynb"):
             try:
                 code_of_notebook(path)
-            except SubmissionError as exc:
+            except Exception as exc:  # SubmissionError; anything else: last resort
+                error = str(exc) if isinstance(exc, SubmissionError) else (
+                    f"{student}: {os.path.relpath(path, root)}: not readable "
+                    f"({type(exc).__name__}: {str(exc)[:300]})")
                 rec = {"student": student, "sha256": digest,
-                       "report": zero_report(str(exc), assignment), "cell_errors": [], "flags": [], "error": str(exc), "seconds": 0.0,
+                       "report": zero_report(error, assignment), "cell_errors": [], "flags": [], "error": error, "seconds": 0.0,
                        "path": os.path.relpath(path, root), "note": note}
                 log.append(rec)
                 write_gradebook(db_url, assignment, rec, course_id)

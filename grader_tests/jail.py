@@ -378,6 +378,15 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
 
 
+def _running(pid: int) -> bool:
+    """True if process ``pid`` exists and has not ended (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def inside_path(bwrap_pid: int, path: str, timeout: float = 30.0,
                 poll: float = 0.01) -> str:
     """The grader's view of ``path`` inside the running jail of the bubblewrap process
@@ -410,7 +419,7 @@ def inside_path(bwrap_pid: int, path: str, timeout: float = 30.0,
             view = f"/proc/{child[0]}/root{path}"
             if os.path.isdir(view):
                 return view
-        if not os.path.exists(f"/proc/{bwrap_pid}") or time.monotonic() > deadline:
+        if not _running(bwrap_pid) or time.monotonic() > deadline:
             raise JailUnavailable(f"the jail (bwrap, pid {bwrap_pid}) did not make {path} "
                                   f"within {timeout:g} s")
         time.sleep(poll)
