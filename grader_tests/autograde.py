@@ -39,6 +39,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
 from . import jail
+from .submission import nbgrader_metadata
 
 RESULT_MIME = "application/vnd.attention-kit.result+json"
 HIDDEN_SUFFIX = "_hidden_checks"
@@ -63,13 +64,13 @@ class JoinDuplicateCells(NbGraderPreprocessor):
         first: dict[str, NotebookNode] = {}
         kept, ids = [], set()
         for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            meta = nbgrader_metadata(cell)  # (a student's notebook: any shape)
+            grade_id = meta.get("grade_id")
             if grade_id and grade_id in first:
                 self.log.warning("cell %s appears more than once: graded as one", grade_id)
                 head = first[grade_id]
                 if meta.get("solution") and cell.get("source") != head.get("source") and \
-                        cell.cell_type == head.cell_type:
+                        cell.get("cell_type") == head.get("cell_type"):
                     note = f"# [grading] cells with the nbgrader id {grade_id} joined here\n"
                     if not head.source.startswith(note):
                         head.source = note + head.source
@@ -158,7 +159,7 @@ class JailedKernelManager(AsyncKernelManager):
 
 def is_hidden_cell(cell: NotebookNode) -> bool:
     """True for a hidden-check grade cell (``<name>_hidden_checks``)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    meta = nbgrader_metadata(cell)
     return bool(meta.get("grade")) and str(meta.get("grade_id", "")).endswith(HIDDEN_SUFFIX)
 
 
@@ -293,7 +294,8 @@ class NoteChosenNotebook(NbGraderPreprocessor):
 
         folder = (resources.get("metadata") or {}).get("path")
         note = read_note(folder) if folder else None
-        if note and not (nb.cells and nb.cells[0].get("metadata", {}).get("grading_note")):
+        first = nb.cells[0].get("metadata") if nb.cells else None
+        if note and not (isinstance(first, dict) and first.get("grading_note")):
             nb.cells.insert(0, nbformat.from_dict(note_cell(note, nb.get("nbformat_minor", 0))))
         return nb, resources
 

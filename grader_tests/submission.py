@@ -176,6 +176,19 @@ def read_cells(path):
 _cells = read_cells
 
 
+def nbgrader_metadata(cell):
+    """The nbgrader metadata of ``cell`` (a dict or an nbformat ``NotebookNode`` of a
+    student's notebook, any shape), as a dict: empty when the cell, its metadata or its
+    nbgrader metadata is not a dict, and without a ``grade_id`` that is not a str."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    if "grade_id" in meta and not isinstance(meta["grade_id"], str):
+        return {k: v for k, v in meta.items() if k != "grade_id"}
+    return meta
+
+
 def assignment_of(path):
     """``"training"`` for a notebook with the training gate cell, else ``"attention"``
     (a ``.py`` file included).

@@ -362,3 +362,24 @@ def test_the_kernel_writes_nothing_past_its_private_tmp(course):
     assert int(found.group(1)) < 128, (
         f"the kernel wrote {found.group(1)} MiB into {found.group(2)}, on the host's disk")
     assert "Read-only file system" in text, text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(CELL, max_size=6))
+def test_nbgraders_hooks_take_cells_of_any_metadata(cells):
+    """What the kit's nbgrader preprocessors read of a cell's metadata, on cells whose
+    metadata is any JSON: no exception (nbgrader's own steps judge the notebook)."""
+    from grader_tests.autograde import JoinDuplicateCells, is_hidden_cell
+    from grader_tests.submission import nbgrader_metadata
+
+    nb = nbformat.from_dict({"cells": [{**c, "source": c["source"]
+                                        if isinstance(c.get("source"), str) else ""}
+                                       for c in cells],
+                             "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    for cell in nb.cells:
+        meta = nbgrader_metadata(cell)
+        assert isinstance(meta, dict)
+        assert isinstance(meta.get("grade_id", ""), str)
+        assert is_hidden_cell(cell) in (True, False)
+    kept, _ = JoinDuplicateCells().preprocess(nb, {})
+    assert len(kept.cells) <= len(cells)
