@@ -8,7 +8,8 @@ copy a browser download makes), or several notebooks (their work in
   answered when it no longer raises ``NotImplementedError``, the release's stub);
 * on a tie, the notebook with the assignment's own name (``attention.ipynb``) wins, then
   the first name in sort order;
-* a notebook that cannot be read as JSON counts as having no answered cell.
+* a notebook that cannot be read as JSON, or is not shaped as a notebook
+  (``submission.read_cells``), counts as having no answered cell.
 
 ``batch`` applies it through ``choose_notebook``; nbgrader's ``autograde`` through
 ``stage_chosen_notebook``, configured as its ``pre_convert_hook`` in
