@@ -23,6 +23,7 @@ grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
 from . import jail
+from .submission import nbgrader_metadata
 
 RESULT_MIME = "application/vnd.attention-kit.result+json"
 HIDDEN_SUFFIX = "_hidden_checks"
@@ -62,13 +64,13 @@ class JoinDuplicateCells(NbGraderPreprocessor):
         first: dict[str, NotebookNode] = {}
         kept, ids = [], set()
         for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            meta = nbgrader_metadata(cell)  # (a student's notebook: any shape)
+            grade_id = meta.get("grade_id")
             if grade_id and grade_id in first:
                 self.log.warning("cell %s appears more than once: graded as one", grade_id)
                 head = first[grade_id]
                 if meta.get("solution") and cell.get("source") != head.get("source") and \
-                        cell.cell_type == head.cell_type:
+                        cell.get("cell_type") == head.get("cell_type"):
                     note = f"# [grading] cells with the nbgrader id {grade_id} joined here\n"
                     if not head.source.startswith(note):
                         head.source = note + head.source
@@ -88,10 +90,14 @@ class JoinDuplicateCells(NbGraderPreprocessor):
 class JailedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels start in the jail and talk over Unix sockets.
 
-    The connection file and the sockets live in a folder made for the one kernel, bound
-    writable into its jail; the notebook's folder and, beside it, the student's other
-    assignments (``../attention`` for the training gate) are bound read-only at
-    ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's folder there.
+    The connection file lives in a folder made for the one kernel (``<scratch>/k``), bound
+    read-only into its jail; the kernel makes its sockets in ``<scratch>/s``, a folder on
+    the jail's private, size-capped ``/tmp`` (``jail.command(private_dirs=...)``), which
+    the grader reaches as ``/proc/<pid>/root<scratch>/s`` (``jail.inside_path``): nothing
+    the kernel can write is on the host's disk. The notebook's folder and, beside it, the
+    student's other assignments (``../attention`` for the training gate) are bound
+    read-only at ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's
+    folder there.
     """
 
     async def _jail_pre_start(self, **kw: Any):
@@ -100,9 +106,12 @@ class JailedKernelManager(AsyncKernelManager):
         weakref.finalize(self, shutil.rmtree, self._jail_parent, True)  # a failed start too
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
-        os.chmod(self._jail_dir, 0o777)  # the jail's uid makes its sockets here
+        os.chmod(self._jail_dir, 0o755)  # read-only in the jail: the connection file
+        # The sockets' folder exists only inside the jail (on its /tmp); the host's
+        # ``<scratch>`` (0700) has no ``s``, so it is never taken for the jail's.
+        self._jail_sockets = os.path.join(self._jail_parent, "s")
         self.transport = "ipc"
-        self.ip = os.path.join(self._jail_dir, "kernel")
+        self.ip = os.path.join(self._jail_sockets, "kernel")  # as the kernel sees it
         self.connection_file = os.path.join(self._jail_dir, "kernel.json")
         self._notebook_dir = os.path.abspath(kw.get("cwd") or os.getcwd())
         return await super()._async_pre_start_kernel(**kw)
@@ -114,7 +123,8 @@ class JailedKernelManager(AsyncKernelManager):
         student_dir = os.path.dirname(self._notebook_dir)
         inside = f"{jail.SUBMISSION_DIR}/{os.path.basename(self._notebook_dir)}"
         command = jail.command(
-            cmd, readwrite=[(self._jail_dir, self._jail_dir)], submission_dir=student_dir,
+            cmd, readonly=[(self._jail_dir, self._jail_dir)],
+            private_dirs=[self._jail_sockets], submission_dir=student_dir,
             cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
                                            address_space_bytes=8 * 2**30),
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
@@ -132,6 +142,13 @@ class JailedKernelManager(AsyncKernelManager):
         kw.setdefault("stderr", subprocess.DEVNULL)
         return kernel_cmd, kw
 
+    async def _async_post_start_kernel(self, **kw: Any) -> None:
+        # The grader's side connects to the sockets through the jail's root.
+        pid = self.provisioner.process.pid  # bwrap's (jupyter_client's LocalProvisioner)
+        view = await asyncio.to_thread(jail.inside_path, pid, self._jail_sockets)
+        self.ip = os.path.join(view, "kernel")
+        await super()._async_post_start_kernel(**kw)
+
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         jail.reap(getattr(self, "_jail_uid", None))
@@ -142,7 +159,7 @@ class JailedKernelManager(AsyncKernelManager):
 
 def is_hidden_cell(cell: NotebookNode) -> bool:
     """True for a hidden-check grade cell (``<name>_hidden_checks``)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    meta = nbgrader_metadata(cell)
     return bool(meta.get("grade")) and str(meta.get("grade_id", "")).endswith(HIDDEN_SUFFIX)
 
 
@@ -278,7 +295,8 @@ class NoteChosenNotebook(NbGraderPreprocessor):
 
         folder = (resources.get("metadata") or {}).get("path")
         note = read_note(folder) if folder else None
-        if note and not (nb.cells and nb.cells[0].get("metadata", {}).get("grading_note")):
+        first = nb.cells[0].get("metadata") if nb.cells else None
+        if note and not (isinstance(first, dict) and first.get("grading_note")):
             nb.cells.insert(0, nbformat.from_dict(note_cell(note, nb.get("nbformat_minor", 0))))
         return nb, resources
 

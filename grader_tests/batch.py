@@ -249,7 +249,13 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
     name = assignment.name
     jobs = []
     for student in students:
-        path, note = find_submission(os.path.join(submitted, student, name), name)
+        folder = os.path.join(submitted, student, name)
+        try:
+            path, note = find_submission(folder, name)
+            digest = None if path is None else sha256(path)
+        except Exception as exc:  # last resort: one student's files never stop the batch
+            path, note = None, (f"{student}: {os.path.relpath(folder, root)}: the submission "
+                                f"could not be read ({type(exc).__name__}: {str(exc)[:300]})")
         if path is None:
             rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
                    "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
@@ -258,7 +264,6 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
                 log.append(rec)
             recorder.write(log.records[student])
             continue
-        digest = sha256(path)
         previous = log.records.get(student)
         if previous is not None and previous.get("sha256") == digest \
                 and previous.get("report") is not None:  # (a grading error is graded again)
@@ -268,10 +273,13 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
         if path.endswith(".ipynb"):
             try:
                 code_of_notebook(path)
-            except SubmissionError as exc:
+            except Exception as exc:  # SubmissionError; anything else: last resort
+                error = str(exc) if isinstance(exc, SubmissionError) else (
+                    f"{student}: {os.path.relpath(path, root)}: not readable "
+                    f"({type(exc).__name__}: {str(exc)[:300]})")
                 rec = {"student": student, "sha256": digest,
-                       "report": zero_report(str(exc), assignment), "cell_errors": [],
-                       "flags": [], "error": str(exc), "seconds": 0.0,
+                       "report": zero_report(error, assignment), "cell_errors": [],
+                       "flags": [], "error": error, "seconds": 0.0,
                        "path": os.path.relpath(path, root), "note": note}
                 log.append(rec)
                 recorder.write(rec)

@@ -8,7 +8,8 @@ copy a browser download makes), or several notebooks (their work in
   answered when it no longer raises ``NotImplementedError``, the release's stub);
 * on a tie, the notebook with the assignment's own name (``attention.ipynb``) wins, then
   the first name in sort order;
-* a notebook that cannot be read as JSON counts as having no answered cell.
+* a notebook that cannot be read as JSON, or is not shaped as a notebook
+  (``submission.read_cells``), counts as having no answered cell.
 
 ``batch`` applies it through ``choose_notebook``; nbgrader's ``autograde`` through
 ``stage_chosen_notebook``, configured as its ``pre_convert_hook`` in
@@ -36,6 +37,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, read_cells  # noqa: F401
+
 STUB = "raise NotImplementedError"
 # Where nbgrader's path puts the chosen notebook under the expected name, per course
 # (``<course>/<STAGING>/<student>/<assignment>/``); the student's files are never changed.
@@ -43,8 +46,6 @@ STAGING = ".grading_chosen"
 COPIES = "copies.json"   # in the staging folder: digests of the copies the kit wrote
 NOTE = "note.md"         # in the staging folder: the note of the last choice
 NOTE_MARK = "**[grading]**"
-# A notebook larger than this (bytes) is not read to count its answers: it counts as none.
-MAX_NOTEBOOK_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -73,23 +74,16 @@ def answered_cells(path: str) -> int:
 
     Returns:
         The count of cells whose nbgrader metadata says ``solution`` and whose source does
-        not raise ``NotImplementedError``; -1 when the file is not a readable notebook.
+        not raise ``NotImplementedError``; -1 when the file is not a readable notebook of
+        the expected shape (``submission.read_cells``: the file is hostile data, nothing in
+        it raises here).
     """
     try:
-        if os.path.getsize(path) > MAX_NOTEBOOK_BYTES:
-            return -1
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
-        count = 0
-        for cell in nb.get("cells", []):
-            meta = (cell.get("metadata") or {}).get("nbgrader") or {}
-            source = cell.get("source", "")
-            source = "".join(source) if isinstance(source, list) else str(source)
-            if meta.get("solution") and STUB not in source:
-                count += 1
-        return count
-    except (OSError, ValueError, AttributeError, TypeError):
+        cells = read_cells(path)
+    except SubmissionError:
         return -1
+    return sum(1 for cell in cells
+               if cell["metadata"]["nbgrader"].get("solution") and STUB not in cell["source"])
 
 
 def staging_of(folder: str) -> str:

@@ -68,17 +68,127 @@ def _keep(cell, given=False):
     return True
 
 
-def _cells(path):
+# A notebook file larger than this (bytes) is not read: it is no notebook a student wrote.
+MAX_NOTEBOOK_BYTES = 256 * 2**20
+# Deepest nesting of lists and objects a notebook may have (Jupyter writes about 6: an
+# output's data; the JSON parser and nbformat's validator recurse on it).
+MAX_NESTING = 64
+
+
+def _too_deep(data, limit):
+    """True if ``data`` (parsed JSON) nests lists and objects deeper than ``limit``;
+    iterative, so that no nesting makes it recurse."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in value if isinstance(v, (dict, list)))
+    return False
+
+
+def _kind(value):
+    """How a message names the JSON kind of ``value``."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(type(value),
+                                                                       type(value).__name__)
+
+
+def read_cells(path):
+    """The cells of the notebook file ``path``, read as hostile data and checked for shape.
+
+    Every cell is returned as a new dict in which ``cell_type`` is a str, ``metadata`` a
+    dict, ``metadata["nbgrader"]`` a dict (empty when absent or null) whose ``grade_id``
+    is a str or None, ``metadata["tags"]`` a list of str, and ``source`` a str (a list of
+    lines joined), so that callers may use them without further checks.
+
+    Args:
+        path: str, a ``.ipynb`` file (nbformat 4 JSON).
+
+    Returns:
+        list of dict, one per cell, in the notebook's order.
+
+    Raises:
+        SubmissionError: (and nothing else) if the file cannot be read, is larger than
+            ``MAX_NOTEBOOK_BYTES``, is not JSON, nests deeper than ``MAX_NESTING``, or any
+            cell has another shape than above; the message names the file, the cell
+            (counted from 1) and what is wrong.
+    """
     try:
+        size = os.path.getsize(path)
+        if size > MAX_NOTEBOOK_BYTES:
+            raise SubmissionError(f"{path}: not graded: {size} bytes, more than a notebook "
+                                  f"may hold ({MAX_NOTEBOOK_BYTES // 2**20} MiB)")
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SubmissionError(f"{path}: not a readable notebook ({type(exc).__name__}: {exc})") \
-            from None
+    except SubmissionError:
+        raise
+    except RecursionError:
+        raise SubmissionError(f"{path}: not a readable notebook (its JSON is nested too "
+                              f"deeply to read)") from None
+    except (OSError, ValueError, MemoryError) as exc:  # (decoding errors are ValueErrors)
+        raise SubmissionError(f"{path}: not a readable notebook ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})") from None
+    if _too_deep(data, MAX_NESTING):
+        raise SubmissionError(f"{path}: not a notebook (lists or objects nested more than "
+                              f"{MAX_NESTING} deep)")
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise SubmissionError(f"{path}: not a notebook (no list of cells)")
-    return [cell for cell in cells if isinstance(cell, dict)]
+    out = []
+    for number, cell in enumerate(cells, start=1):
+        def wrong(what, value, expected):
+            return SubmissionError(f"{path}: cell {number}: {what} is {_kind(value)}, not "
+                                   f"{expected}")
+        if not isinstance(cell, dict):
+            raise wrong("the cell", cell, "an object")
+        cell_type = cell.get("cell_type")
+        if not isinstance(cell_type, str):
+            raise wrong("cell_type", cell_type, "a string")
+        meta = cell.get("metadata")
+        meta = {} if meta is None else meta
+        if not isinstance(meta, dict):
+            raise wrong("metadata", meta, "an object")
+        nbgrader = meta.get("nbgrader")
+        nbgrader = {} if nbgrader is None else nbgrader
+        if not isinstance(nbgrader, dict):
+            raise wrong("metadata.nbgrader", nbgrader, "an object")
+        grade_id = nbgrader.get("grade_id")
+        if grade_id is not None and not isinstance(grade_id, str):
+            raise wrong("metadata.nbgrader.grade_id", grade_id, "a string")
+        tags = meta.get("tags")
+        tags = [] if tags is None else tags
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise wrong("metadata.tags", tags, "a list of strings")
+        source = cell.get("source", "")
+        source = "" if source is None else source
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise wrong("source", source, "a string or a list of strings")
+        out.append({**cell, "cell_type": cell_type, "source": source,
+                    "metadata": {**meta, "nbgrader": nbgrader, "tags": tags}})
+    return out
+
+
+_cells = read_cells
+
+
+def nbgrader_metadata(cell):
+    """The nbgrader metadata of ``cell`` (a dict or an nbformat ``NotebookNode`` of a
+    student's notebook, any shape), as a dict: empty when the cell, its metadata or its
+    nbgrader metadata is not a dict, and without a ``grade_id`` that is not a str."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    if "grade_id" in meta and not isinstance(meta["grade_id"], str):
+        return {k: v for k, v in meta.items() if k != "grade_id"}
+    return meta
 
 
 def assignment_of(path: str) -> str:
