@@ -125,6 +125,17 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
                     looked_up = lookup.probe(target, recorded, guard._invoke)
             except (StudentTimeout, StubHit, Fail):  # out of time, or nothing to compare
                 looked_up = None
+        if probing and not looked_up and name in SPEC_FUNCTIONS:
+            # where it is right, is it right because it computes, or because it knows the
+            # graders' inputs? (a table answered by its nearest entry, which ``probe``
+            # cannot see)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
+                    looked_up = lookup.follows_reference(target, recorded, guard._invoke,
+                                                         getattr(reference, name))
+            except (StudentTimeout, StubHit, Fail):
+                looked_up = None
         if looked_up:
             return _all_failed(name, registered, "tampering", f"{name}: {looked_up}.",
                                max_score, started)

@@ -81,6 +81,83 @@ CHEATS = {
 }
 
 
+# A table answered by its nearest entry: the reference's answer to the recorded input
+# closest to the one given (same shapes and dtypes), garbage where no input matches. A
+# nudge by a hair still finds the graders' own entry, so ``probe`` sees no jump;
+# ``follows_reference`` moves the input far enough for the stored answer to be wrong.
+NEAREST_SOURCE = '''
+import pickle as _pickle
+
+def _parts(args, kwargs):
+    found = []
+    def walk(v):
+        if isinstance(v, np.ndarray):
+            found.append((v.shape, v.dtype.str, np.asarray(v, dtype=np.float64).ravel()))
+        elif isinstance(v, dict):
+            for k in sorted(v):
+                walk(v[k])
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+    walk((list(args), dict(kwargs)))
+    return found
+
+def _nearest(args, kwargs):
+    mine, best, answer = _parts(args, kwargs), None, None
+    for stored, value in _STORED:
+        if [(s, d) for s, d, _ in stored] != [(s, d) for s, d, _ in mine]:
+            continue
+        gap = sum(float(np.nansum((a - b) ** 2)) for (_, _, a), (_, _, b) in zip(stored, mine))
+        if best is None or gap < best:
+            best, answer = gap, value
+    return None if answer is None else __import__("copy").deepcopy(answer)
+
+_STORED = _pickle.loads(__import__("base64").b64decode({table!r}))
+'''
+
+NEAREST_CHEATS = {
+    "softmax:nearest": '''
+        def softmax(*args, **kwargs):
+            answer = _nearest(args, kwargs)
+            if answer is not None:
+                return answer
+            return np.full(np.shape(args[0]), 1.0 / np.shape(args[0])[-1])
+    ''',
+    "layer_norm_backward:nearest": '''
+        def layer_norm_backward(*args, **kwargs):
+            answer = _nearest(args, kwargs)
+            if answer is not None:
+                return answer
+            dy = args[0]
+            return np.zeros_like(dy), np.zeros(dy.shape[-1]), np.zeros(dy.shape[-1])
+    ''',
+}
+
+
+def record_nearest(name, path):
+    """As ``record_answers``, for the nearest-entry table: ``[(parts, answer)]``."""
+    space = {"np": np}
+    exec(NEAREST_SOURCE.split("_STORED =")[0], space)
+    parts, stored = space["_parts"], []
+    original = guard._invoke
+
+    def spy(fn, args, kwargs):
+        mine = parts(args, kwargs) if fn is guard.current_session().target else None
+        result = original(fn, args, kwargs)
+        if mine is not None:
+            stored.append((mine, copy.deepcopy(result)))
+        return result
+
+    guard._invoke = spy
+    try:
+        result = core.grade_function(name, build_namespace({}))
+    finally:
+        guard._invoke = original
+    assert result.score == result.max_score
+    assert len(stored) >= 5, stored
+    path.write_bytes(pickle.dumps(stored))
+
+
 def _key_function():
     space = {"np": np}
     exec(KEY_SOURCE, space)
@@ -114,6 +191,9 @@ def cheat_source(name, table):
     import base64
 
     encoded = base64.b64encode(table.read_bytes()).decode("ascii")
+    if name in NEAREST_CHEATS:
+        return (REFERENCE + "\n" + NEAREST_SOURCE.format(table=encoded) + "\n"
+                + textwrap.dedent(NEAREST_CHEATS[name]))
     return (REFERENCE + "\n" + KEY_SOURCE + TABLE_SOURCE.format(table=encoded) + "\n"
             + textwrap.dedent(CHEATS[name]))
 
@@ -133,17 +213,18 @@ def grade(source, name, mode, tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["in-process", "isolated"])
-@pytest.mark.parametrize("cheat", sorted(CHEATS))
+@pytest.mark.parametrize("cheat", sorted(CHEATS) + sorted(NEAREST_CHEATS))
 def test_answers_looked_up_by_input_score_zero_and_are_flagged(cheat, mode, tmp_path,
                                                                 monkeypatch):
     name = cheat.split(":")[0]
     table = tmp_path / "answers.pkl"
-    record_answers(name, table)
+    (record_nearest if cheat in NEAREST_CHEATS else record_answers)(name, table)
     source = cheat_source(cheat, table)
 
-    # Without the nudged calls the table answers every check: full marks, unearned.
+    # Without the moved calls the table answers every check: full marks, unearned.
     with monkeypatch.context() as m:
         m.setattr(lookup, "probe", lambda *a, **k: None)
+        m.setattr(lookup, "follows_reference", lambda *a, **k: None)
         unprobed, _ = grade(source, name, mode, tmp_path)
     assert unprobed.score == unprobed.max_score, [c for c in unprobed.checks if not c.passed]
 
@@ -151,7 +232,10 @@ def test_answers_looked_up_by_input_score_zero_and_are_flagged(cheat, mode, tmp_
     assert result.score == 0
     assert set(result.faults) == {"tampering"}, result.faults
     message = result.checks[0].message
-    assert "lookup of stored answers" in message, message
+    if cheat in NEAREST_CHEATS:
+        assert "lookup of the nearest stored answer" in message, message
+    else:
+        assert "lookup of stored answers" in message, message
     if ":" not in cheat:
         assert "changed its answer abruptly" in message, message
     if mode == "isolated":
@@ -215,6 +299,15 @@ def test_honest_functions_are_never_flagged(entry):
             except Exception:  # a wrong function may raise on its own inputs: no verdict
                 verdict = None
             assert verdict is None, (name, verdict)
+        if name in guard.SPEC_FUNCTIONS:
+            for _ in range(6):
+                try:
+                    verdict = lookup.follows_reference(target, recorded,
+                                                       lambda fn, a, k: fn(*a, **k),
+                                                       getattr(ref, name), rng=rng, calls=6)
+                except Exception:  # a wrong function may raise on its own inputs
+                    verdict = None
+                assert verdict is None, (name, verdict)
 
 
 def test_honest_training_functions_are_never_flagged():
