@@ -285,8 +285,12 @@ class SanitizeStudentMarkdown(NbGraderPreprocessor):
         # The release's own text: nbgrader's autograde restored a locked cell's source and
         # refuses a notebook with a locked cell whose grade id the assignment lacks.
         release_text = bool((meta.get("nbgrader") or {}).get("locked"))
-        if cell.cell_type == "markdown" and not release_text and not _is_kit_note(cell, index):
-            text = clean_html(cell.source)
+        if cell.cell_type != "markdown" or release_text:
+            return cell, resources
+        text = cell.source
+        if not _is_kit_note(cell, index):  # the note is escaped text already
+            text = clean_html(text)
             text = re.sub(r"(?m)^(\s*)&gt;", r"\1>", text)  # quotes stay quotes
-            cell.source = re.sub(r"(?i)javascript\s*:", "blocked:", text)
+        # links too: the note names the student's files, which may read as a link
+        cell.source = re.sub(r"(?i)javascript\s*:", "blocked:", text)
         return cell, resources

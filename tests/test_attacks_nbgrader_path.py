@@ -110,11 +110,13 @@ def test_a_students_markdown_claiming_to_be_the_note_is_sanitised_in_the_feedbac
     nb = nbformat.v4.new_notebook()
     forged = nbformat.v4.new_markdown_cell("<script>window.KIT_XSS_NOTE=1</script>")
     forged.metadata["grading_note"] = True
-    note = nbformat.v4.new_markdown_cell(f"{NOTE_MARK} graded &lt;x&gt;.ipynb")
+    note = nbformat.v4.new_markdown_cell(f"{NOTE_MARK} graded &lt;x&gt;.ipynb, not "
+                                         f"[y](JavaScript:alert(1)).ipynb")
     note.metadata["grading_note"] = True
     nb.cells = [note, forged]
     out, _ = SanitizeStudentMarkdown().preprocess(nb, {})
-    assert out.cells[0].source == f"{NOTE_MARK} graded &lt;x&gt;.ipynb"  # the kit's note
+    assert out.cells[0].source == (f"{NOTE_MARK} graded &lt;x&gt;.ipynb, not "  # the kit's
+                                   f"[y](blocked:alert(1)).ipynb")
     assert "<script" not in out.cells[1].source and "&lt;script&gt;" in out.cells[1].source
     first = nbformat.v4.new_markdown_cell(f"{NOTE_MARK} <img src=x onerror=y>")
     first.metadata["grading_note"] = True  # first, marked, but not the kit's escaped text
