@@ -66,6 +66,10 @@ c.JailedExecute.notebook_seconds = NOTEBOOK_TIME_LIMIT
 # number of outputs; the rest is dropped with a note in the cell where it began.
 c.JailedExecute.output_bytes = 4 * 2**20
 c.JailedExecute.max_outputs = 2000
+# The largest part of one kernel message the grader receives at all (the notebooks of the
+# example class send 170 to 260 kB of messages in all, no output above 5 kB): ZeroMQ drops
+# a larger one unread, and its cell ends as one that ran out of time.
+c.JailedExecute.message_limit = 16 * 2**20
 c.Execute.timeout = GRADED_CELL_TIMEOUT  # what nbclient uses where no cell is at hand
 c.Execute.timeout_func = cell_timeout
 c.Execute.interrupt_on_timeout = True

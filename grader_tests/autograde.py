@@ -168,6 +168,10 @@ class JailedExecute(Execute):
                                            "whole messages of every kind) kept from the "
                                            "kernel's run; the rest is dropped with a note."
                            ).tag(config=True)
+    message_limit = Integer(16 * 2**20, help="Bytes of the largest part of one kernel message "
+                                             "the grader receives; a larger message is dropped "
+                                             "unread, and its cell ends as one that ran out of "
+                                             "time.").tag(config=True)
     max_outputs = Integer(2000, help="Outputs (all cells together) kept from the kernel's "
                                      "run; the rest are dropped with a note.").tag(config=True)
     notebook_seconds = Float(600, help="Seconds of wall time for all the notebook's cells "
@@ -198,6 +202,32 @@ class JailedExecute(Execute):
                           "%d bytes, %d outputs", time.monotonic() - self._run_started,
                           self.notebook_seconds, self._kept_bytes, self._kept_outputs)
         return clean_notebook(nb), resources
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's kernel client, whose sockets refuse any message part larger than
+        ``message_limit`` bytes: ZeroMQ drops it before the grader holds it (and the
+        connection with it, so the cell then runs out of time and the kernel's run stops
+        there, as for any cell that runs out of time)."""
+        import zmq
+
+        make_client = self.km.client
+
+        def client(**kwargs: Any):
+            kc = make_client(**kwargs)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, int(self.message_limit))
+            return kc
+
+        self.km.client = client
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            del self.km.client
+
+    def start_new_kernel_client(self):
+        """The same, for nbclient's synchronous ``setup_kernel`` (which nbconvert uses)."""
+        from nbclient.util import run_sync
+
+        return run_sync(JailedExecute.async_start_new_kernel_client)(self)
 
     @staticmethod
     def message_bytes(msg: dict) -> int:

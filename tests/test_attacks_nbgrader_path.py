@@ -305,6 +305,38 @@ def test_a_markdown_cell_calling_itself_the_note_is_shown_as_text(course):
     assert live == [], live
 
 
+@pytest.mark.slow
+@needs_jail
+def test_a_message_past_the_size_limit_is_dropped_unread_and_graded_as_a_time_out(course):
+    """One display of 3 MB with a 2 MB limit per message part: ZeroMQ drops it before the
+    grader holds it, the cell ends as one that ran out of time (so the kernel's run stops
+    there) and the functions are graded in full."""
+    from grader_tests.autograde import TIMEOUT_NAMES
+
+    nb = correct_notebook(course)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "from IPython.display import display\n"
+        "display({'text/plain': 'big' * 1_000_000}, raw=True)\n"))
+    nb.cells.insert(3, nbformat.v4.new_code_cell("print('after the big one')\n"))
+    _class_with(course, "big", {"attention.ipynb": nbformat.writes(nb).encode("utf-8")})
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "attention",
+                           "--create", "--force", "--student=big",
+                           "--JailedExecute.message_limit=2000000"], cwd=course,
+                          env=kit_env(), capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    graded = nbformat.read(str(course / "autograded" / "big" / "attention" /
+                               "attention.ipynb"), 4)
+    assert "bigbig" not in nbformat.writes(graded)
+    big = next(c for c in graded.cells if "'big' * 1_000_000" in c.source)
+    assert any(o.get("ename") in TIMEOUT_NAMES for o in big.outputs), big.outputs
+    after = next(c for c in graded.cells if c.source.startswith("print('after"))
+    assert "not run" in after.outputs[0]["text"], after.outputs
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert float(gb.find_submission("attention", "big").score) == 100.0
+
+
 # --- 8. one notebook holding the class's autograde ---------------------------------------
 
 
