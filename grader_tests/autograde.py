@@ -304,7 +304,8 @@ class JailedExecute(Execute):
     @staticmethod
     def _graded_in_kernel(cell: NotebookNode) -> bool:
         """A test cell whose points come from the kernel's run (not a hidden cell)."""
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = cell.get("metadata")
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
         return cell.get("cell_type") == "code" and isinstance(meta, dict) and \
             bool(meta.get("grade")) and bool(meta.get("grade_id")) and not is_hidden_cell(cell)
 
@@ -316,7 +317,8 @@ class JailedExecute(Execute):
         kit's own notebooks have none: every test cell is hidden and graded apart."""
         if self._graded_in_kernel(cell):
             return True
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = cell.get("metadata")
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
         return isinstance(meta, dict) and bool(meta.get("grade_id")) and \
             bool(meta.get("solution")) and index < self._last_graded_in_kernel
 
