@@ -57,7 +57,7 @@ def cell_timeout(cell):
 # not run and say so in the feedback (only a test cell whose points came from the kernel's
 # run would still run, with the solution cells before it; this kit's notebooks have none),
 # and the functions are graded as usual. The notebooks of the example class (submitted/)
-# run their cells in 4 to 6 s each; without this limit, many cells each just under
+# run their cells in 2 to 6 s each; without this limit, many cells each just under
 # UNGRADED_CELL_TIMEOUT would hold the class's autograde for as long as the student likes.
 NOTEBOOK_TIME_LIMIT = 120
 c.JailedExecute.notebook_seconds = NOTEBOOK_TIME_LIMIT
