@@ -52,6 +52,24 @@ def cell_timeout(cell):
     return UNGRADED_CELL_TIMEOUT
 
 
+# Seconds of wall time for all of a notebook's cells together (the hidden checks are not
+# run in the kernel: the jailed grader grades them apart). Past it, the remaining cells are
+# not run and say so in the feedback (only a test cell whose points came from the kernel's
+# run would still run, with the solution cells before it; this kit's notebooks have none),
+# and the functions are graded as usual. The notebooks of the example class (submitted/)
+# run their cells in 2 to 6 s each; without this limit, many cells each just under
+# UNGRADED_CELL_TIMEOUT would hold the class's autograde for as long as the student likes.
+NOTEBOOK_TIME_LIMIT = 120
+c.JailedExecute.notebook_seconds = NOTEBOOK_TIME_LIMIT
+# What the grader keeps of the kernel's output, all cells together: every kernel message
+# counted whole (text, data, metadata, error messages and tracebacks, buffers), and a
+# number of outputs; the rest is dropped with a note in the cell where it began.
+c.JailedExecute.output_bytes = 4 * 2**20
+c.JailedExecute.max_outputs = 2000
+# The largest part of one kernel message the grader receives at all (the notebooks of the
+# example class send 170 to 260 kB of messages in all, no output above 5 kB): ZeroMQ drops
+# a larger one unread, and its cell ends as one that ran out of time.
+c.JailedExecute.message_limit = 16 * 2**20
 c.Execute.timeout = GRADED_CELL_TIMEOUT  # what nbclient uses where no cell is at hand
 c.Execute.timeout_func = cell_timeout
 c.Execute.interrupt_on_timeout = True

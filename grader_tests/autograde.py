@@ -165,36 +165,179 @@ def is_hidden_cell(cell: NotebookNode) -> bool:
 
 class JailedExecute(Execute):
     """nbgrader's ``Execute`` with the kernel in the jail, hidden cells left to the
-    grader, no cell run after one that ran out of time, and at most ``output_bytes`` of
-    output kept from the whole run (a flood would fill the grader's memory and disk)."""
+    grader, no cell run after one that ran out of time, at most ``output_bytes`` of kernel
+    messages and ``max_outputs`` outputs kept from the whole run (a flood would fill the
+    grader's memory and disk), and at most ``notebook_seconds`` of wall time for the
+    notebook's own cells.
 
-    output_bytes = Integer(4 * 2**20, help="Bytes of output (all cells together) kept from "
-                                           "the kernel's run; the rest is dropped with a note."
+    Every message the kernel sends while a cell runs counts against ``output_bytes``, whole
+    (header, metadata, content, buffers), whatever its kind; past the budget, or past
+    ``max_outputs`` outputs, only the messages that end a cell are still read and a short
+    note stands for the rest. Once ``notebook_seconds`` have passed since the first cell
+    started, only the test cells whose points come from the kernel (and the solution cells
+    before them) still run; the hidden cells are graded apart (``TrustedGrades``), so the
+    points do not depend on the others, which get a note saying why they were not run. The
+    notebook written to ``autograded/`` is cleaned of what a student could put into the
+    pages that show it (``feedback.clean_notebook``).
+    """
+
+    output_bytes = Integer(4 * 2**20, help="Bytes of kernel messages (all cells together, "
+                                           "whole messages of every kind) kept from the "
+                                           "kernel's run; the rest is dropped with a note."
                            ).tag(config=True)
+    message_limit = Integer(16 * 2**20, help="Bytes of the largest part of one kernel message "
+                                             "the grader receives; a larger message is dropped "
+                                             "unread, and its cell ends as one that ran out of "
+                                             "time.").tag(config=True)
+    max_outputs = Integer(2000, help="Outputs (all cells together) kept from the kernel's "
+                                     "run; the rest are dropped with a note.").tag(config=True)
+    notebook_seconds = Float(600, help="Seconds of wall time for all the notebook's cells "
+                                       "together; past them only test cells graded in the "
+                                       "kernel (and their solution cells) still run."
+                             ).tag(config=True)
+
+    # Messages that end or frame a cell's run, read whatever the budget (small by kind).
+    _FRAMING = ("status", "execute_input")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         jailed = jail.use_jail(jail.allowed_by_config(self.config))
         self.kernel_manager_class = JailedKernelManager if jailed else AsyncKernelManager
+        self.store_widget_state = False  # no widget state from the kernel into the notebook
 
     def preprocess(self, nb: NotebookNode, resources: dict, retry: int | None = None):
+        from .feedback import clean_notebook
+
         self._stopped_at = None
-        self._kept_bytes, self._capped = 0, False
-        return super().preprocess(nb, resources, retry)
+        self._kept_bytes, self._kept_outputs, self._capped = 0, 0, False
+        self._run_started, self._over_time_at = None, None
+        self._last_graded_in_kernel = max(
+            (i for i, c in enumerate(nb.cells) if self._graded_in_kernel(c)), default=-1)
+        nb, resources = super().preprocess(nb, resources, retry)
+        if self._run_started is not None:
+            self.log.info("the notebook's cells ran in %.1f s (limit %g s); kernel messages "
+                          "%d bytes, %d outputs", time.monotonic() - self._run_started,
+                          self.notebook_seconds, self._kept_bytes, self._kept_outputs)
+        return clean_notebook(nb), resources
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's kernel client, whose sockets refuse any message part larger than
+        ``message_limit`` bytes: ZeroMQ drops it before the grader holds it (and the
+        connection with it, so the cell then runs out of time and the kernel's run stops
+        there, as for any cell that runs out of time)."""
+        import zmq
+
+        make_client = self.km.client
+
+        def client(**kwargs: Any):
+            kc = make_client(**kwargs)
+            kc.context.setsockopt(zmq.MAXMSGSIZE, int(self.message_limit))
+            return kc
+
+        self.km.client = client
+        try:
+            return await super().async_start_new_kernel_client()
+        finally:
+            del self.km.client
+
+    def start_new_kernel_client(self):
+        """The same, for nbclient's synchronous ``setup_kernel`` (which nbconvert uses)."""
+        from nbclient.util import run_sync
+
+        return run_sync(JailedExecute.async_start_new_kernel_client)(self)
+
+    @staticmethod
+    def message_bytes(msg: dict) -> int:
+        """Size of one kernel message as received: its header, parent header, metadata and
+        content as JSON, and its binary buffers (bytes)."""
+        import json
+
+        size = 0
+        for part in ("header", "parent_header", "metadata", "content"):
+            size += len(json.dumps(msg.get(part), default=str, ensure_ascii=False))
+        for buffer in msg.get("buffers") or ():
+            size += memoryview(buffer).nbytes
+        return size
+
+    def _drop_note(self, outs: list) -> None:
+        if not self._capped:
+            self._capped = True
+            outs.append(nbformat.v4.new_output(
+                "stream", name="stdout",
+                text=f"\n[output past {self.output_bytes // 2**20} MiB or "
+                     f"{self.max_outputs} outputs dropped while grading]\n"))
+
+    def process_message(self, msg: dict, cell: NotebookNode, cell_index: int):
+        """nbclient's handling of one message of the kernel, counted whole; past the
+        budget only the messages that frame a cell are handled."""
+        self._kept_bytes += self.message_bytes(msg)
+        kind = msg.get("msg_type")
+        if kind in self._FRAMING:
+            return super().process_message(msg, cell, cell_index)
+        if str(kind).startswith("comm"):
+            return None  # widgets: nothing the kit shows or grades
+        if self._kept_bytes > self.output_bytes or self._kept_outputs >= self.max_outputs:
+            self._drop_note(cell.outputs)
+            return None
+        return super().process_message(msg, cell, cell_index)
+
+    def on_cell_executed(self, **kwargs: Any) -> None:
+        """nbgrader's record of a cell's error from the kernel's reply (the shell message
+        that ends a cell), counted whole like every message; past the budget the error is
+        recorded by its name only (``TIMEOUT_NAMES`` still see a time-out)."""
+        cell, reply = kwargs["cell"], kwargs.get("execute_reply") or {}
+        self._kept_bytes += self.message_bytes(reply)
+        content = reply.get("content") or {}
+        before = len(cell.outputs)
+        if content.get("status") == "error" and (self._kept_bytes > self.output_bytes or
+                                                  self._kept_outputs >= self.max_outputs):
+            ename = str(content.get("ename", "Error"))[:200]
+            if not any(o.get("output_type") == "error" and o.get("ename") == ename
+                       for o in cell.outputs):
+                cell.outputs.append(nbformat.v4.new_output(
+                    "error", ename=ename, evalue="[message dropped: past the output budget]",
+                    traceback=[f"{ename}: its message and traceback were dropped while "
+                               f"grading, past the output budget"]))
+        else:
+            super().on_cell_executed(**kwargs)
+        self._kept_outputs += len(cell.outputs) - before
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int):
-        """nbclient's handling of one output message, past the budget dropped."""
+        """nbclient's handling of one output message; a stream's text joins the stream
+        output just before it (as Jupyter shows it), other outputs count as one each."""
         content = msg.get("content", {})
-        self._kept_bytes += len(str(content.get("text", ""))) + len(str(content.get("data", "")))
-        if self._kept_bytes > self.output_bytes:
-            if not self._capped:
-                self._capped = True
-                outs.append(nbformat.v4.new_output(
-                    "stream", name="stdout",
-                    text=f"\n[output past {self.output_bytes // 2**20} MiB dropped while "
-                         f"grading]\n"))
-            return None
-        return super().output(outs, msg, display_id, cell_index)
+        last = outs[-1] if outs else None
+        if msg.get("msg_type") == "stream" and last is not None and not display_id and \
+                not getattr(self, "clear_before_next_output", False) and \
+                last.get("output_type") == "stream" and last.get("name") == content.get("name") \
+                and isinstance(content.get("text"), str) and isinstance(last.get("text"), str):
+            last["text"] += content["text"]
+            return last
+        before = len(outs)
+        out = super().output(outs, msg, display_id, cell_index)
+        self._kept_outputs += len(outs) - before
+        return out
+
+    @staticmethod
+    def _graded_in_kernel(cell: NotebookNode) -> bool:
+        """A test cell whose points come from the kernel's run (not a hidden cell)."""
+        meta = cell.get("metadata")
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+        return cell.get("cell_type") == "code" and isinstance(meta, dict) and \
+            bool(meta.get("grade")) and bool(meta.get("grade_id")) and not is_hidden_cell(cell)
+
+    def _runs_past_time(self, cell: NotebookNode, index: int) -> bool:
+        """True for a cell that still runs once ``notebook_seconds`` are spent: a test cell
+        of the assignment whose points come from the kernel, and the solution cells when
+        such a test cell follows (nbgrader's autograde kept a grade id only if the
+        assignment has it, and one cell per id, so their number is the release's). The
+        kit's own notebooks have none: every test cell is hidden and graded apart."""
+        if self._graded_in_kernel(cell):
+            return True
+        meta = cell.get("metadata")
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+        return isinstance(meta, dict) and bool(meta.get("grade_id")) and \
+            bool(meta.get("solution")) and index < self._last_graded_in_kernel
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int):
         if cell.cell_type != "code":
@@ -207,6 +350,23 @@ class JailedExecute(Execute):
                 "stream", name="stdout",
                 text=f"[not run: cell {self._stopped_at + 1} ran out of time, so the cells "
                      f"after it were not run while grading]\n")]
+            return cell, resources
+        if self._run_started is None:
+            self._run_started = time.monotonic()
+        elif self._over_time_at is None and \
+                time.monotonic() - self._run_started > self.notebook_seconds:
+            self._over_time_at = index
+            self.log.warning("the notebook's cells ran past %g s: cells from %d on are not "
+                             "run but test cells graded in the kernel", self.notebook_seconds,
+                             index + 1)
+        if self._over_time_at is not None and \
+                not self._runs_past_time(cell, index):
+            cell.outputs = [nbformat.v4.new_output(
+                "stream", name="stdout",
+                text=f"[not run: the notebook's cells had run for more than "
+                     f"{self.notebook_seconds:g} s in all when grading reached this one, so "
+                     f"the cells from here on were not run (only test cells graded in the "
+                     f"kernel would be); your graded functions were graded as usual]\n")]
             return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -288,15 +448,19 @@ class TrustedGrades(NbGraderPreprocessor):
 class NoteChosenNotebook(NbGraderPreprocessor):
     """Open the autograded notebook with the note of ``notebook_choice`` (which notebook of
     the submission folder was graded, which were not, what was set aside), when there is
-    one: the feedback then says it."""
+    one: the feedback then says it. ``grading_note`` metadata on any cell of the student's
+    is removed first, so the kit's note is the only cell that carries it."""
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         from .notebook_choice import note_cell, read_note
 
+        for cell in nb.cells:  # only the kit's own note may say it is the note
+            meta = cell.get("metadata")
+            if isinstance(meta, dict):
+                meta.pop("grading_note", None)
         folder = (resources.get("metadata") or {}).get("path")
         note = read_note(folder) if folder else None
-        first = nb.cells[0].get("metadata") if nb.cells else None
-        if note and not (isinstance(first, dict) and first.get("grading_note")):
+        if note:
             nb.cells.insert(0, nbformat.from_dict(note_cell(note, nb.get("nbformat_minor", 0))))
         return nb, resources
 

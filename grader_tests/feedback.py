@@ -81,22 +81,216 @@ def finish_feedback_pages(assignment: str | None = None, student: str | None = N
                 os.replace(page + ".partial", page)
 
 
+# What an output's metadata may keep: the size of a displayed image (pixels), nothing else.
+IMAGE_TYPES = ("image/png", "image/jpeg")
+MAX_IMAGE_SIDE = 10_000  # pixels: a sane bound on a width or height the page is given
+OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/gif")
+
+
+def image_side(value: object) -> int | float | None:
+    """``value`` as an image width or height the page may use, else None.
+
+    Args:
+        value: a ``width`` or ``height`` from an output's metadata (any JSON value).
+
+    Returns:
+        A positive int or float of at most ``MAX_IMAGE_SIDE`` (pixels), or None (dropped):
+        strings, booleans, NaN, zero, negatives and larger numbers are all dropped.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if 0 < value <= MAX_IMAGE_SIDE else None
+
+
+def clean_output_metadata(metadata: object) -> dict:
+    """An output's metadata reduced to what the kit shows: each image type's ``width`` and
+    ``height`` (``image_side``), at the top level and per type; everything else dropped.
+
+    nbconvert's HTML templates write these values into ``<img>`` tags without quotes and
+    read the per-type entries as dicts, so a string there would add attributes (script) to
+    the page, and a per-type entry that is not a dict would stop the page being written.
+
+    Args:
+        metadata: the output's ``metadata`` (any JSON value).
+
+    Returns:
+        A new dict, e.g. ``{"image/png": {"width": 320}}``, possibly empty.
+    """
+    if not isinstance(metadata, dict):
+        return {}
+    kept: dict = {}
+    for key in ("width", "height"):
+        side = image_side(metadata.get(key))
+        if side is not None:
+            kept[key] = side
+    for mime in IMAGE_TYPES:
+        entry = metadata.get(mime)
+        if isinstance(entry, dict):
+            sizes = {k: image_side(entry.get(k)) for k in ("width", "height")}
+            sizes = {k: v for k, v in sizes.items() if v is not None}
+            if sizes:
+                kept[mime] = sizes
+    return kept
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _clean_output(output: dict) -> dict | None:
+    """One output with every field the page shows in a form it can show; None to drop."""
+    kind = output.get("output_type")
+    if kind not in OUTPUT_TYPES:
+        return None
+    if kind == "stream":
+        name = output.get("name")
+        text = output.get("text", "")
+        text = "".join(map(str, text)) if isinstance(text, list) else str(text)
+        return {"output_type": "stream", "name": name if name in ("stdout", "stderr")
+                else "stdout", "text": text}
+    if kind == "error":
+        trace = output.get("traceback")
+        return {"output_type": "error", "ename": str(output.get("ename", "")),
+                "evalue": str(output.get("evalue", "")),
+                "traceback": [str(t) for t in trace] if isinstance(trace, list) else []}
+    data = output.get("data")
+    data = {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
+    for mime, value in list(data.items()):
+        if mime.startswith("text/") or mime.startswith("image/"):
+            if isinstance(value, list):
+                data[mime] = "".join(map(str, value))
+            elif not isinstance(value, str):
+                del data[mime]  # a text or an image is a string
+    cleaned = {"output_type": kind, "data": data,
+               "metadata": clean_output_metadata(output.get("metadata"))}
+    if kind == "execute_result":
+        cleaned["execution_count"] = _count(output.get("execution_count"))
+    return cleaned
+
+
+def _clean_attachments(cell: dict) -> None:
+    """Keep a markdown cell's attachments that are images given as strings; every
+    ``attachment:`` link to anything else is disarmed (nbconvert stops the whole page on a
+    link to a missing attachment)."""
+    attachments = cell.get("attachments")
+    kept = {}
+    if isinstance(attachments, dict):
+        for name, bundle in attachments.items():
+            if isinstance(bundle, dict):
+                images = {m: v for m, v in bundle.items()
+                          if m in ATTACHMENT_TYPES and isinstance(v, str)}
+                if images and re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
+                    kept[str(name)] = images
+    if "attachments" in cell:
+        if kept:
+            cell["attachments"] = kept
+        else:
+            del cell["attachments"]
+    names = "|".join(re.escape(n) for n in sorted(kept, key=len, reverse=True))
+    known = rf"(?:{names})(?=[\s)>\"']|$)" if names else r"(?!)"
+    if isinstance(cell.get("source"), str):
+        cell["source"] = re.sub(rf"attachment\\?:(?!{known})", "attachment-not-shown:",
+                                cell["source"])
+
+
+def clean_cell_metadata(cell: dict) -> None:
+    """A cell's metadata reduced to what nbgrader and the kit use, in the form they use:
+    ``nbgrader`` (a dict: nbgrader's autograde checked it against the assignment),
+    ``tags`` (strings) and the kit's ``grading_note`` (True).
+    The rest (``transient``, ``raw_mimetype``, ``alt``, ...) is dropped: nbconvert's
+    templates read it unchecked."""
+    meta = cell.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    kept: dict = {}
+    grading = meta.get("nbgrader")
+    if isinstance(grading, dict):
+        kept["nbgrader"] = grading
+    tags = meta.get("tags")
+    if isinstance(tags, list):
+        kept["tags"] = [t for t in tags if isinstance(t, str) and
+                        re.fullmatch(r"[A-Za-z0-9_-]+", t)]
+    if meta.get("grading_note") is True:
+        kept["grading_note"] = True
+    cell["metadata"] = kept
+
+
+def clean_notebook(nb: dict) -> dict:
+    """Make every piece of student data that nbconvert's HTML templates put into tag
+    attributes, or read as a given type, safe to render; in place, and returned.
+
+    Used on the autograded notebook (``JailedExecute``, so the formgrader is safe too) and
+    again on the feedback (``SanitizeStudentMarkdown``). Per cell: the metadata
+    (``clean_cell_metadata``), a code cell's ``execution_count`` (an int or None), its
+    outputs (known kinds only; stream names ``stdout``/``stderr``; text and images as
+    strings; metadata by ``clean_output_metadata``), a markdown or raw cell's attachments
+    (images only). The notebook's ``widgets`` metadata (script state) is dropped.
+
+    Args:
+        nb: a notebook (``nbformat.NotebookNode`` or plain dict), version 4.
+
+    Returns:
+        ``nb``, cleaned.
+    """
+    import nbformat
+
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("widgets", None)
+    for cell in nb.get("cells", []):
+        clean_cell_metadata(cell)
+        if cell.get("cell_type") == "code":
+            cell["execution_count"] = _count(cell.get("execution_count"))
+            outputs = cell.get("outputs")
+            cleaned = [_clean_output(o) for o in outputs if isinstance(o, dict)] \
+                if isinstance(outputs, list) else []
+            cell["outputs"] = [nbformat.from_dict(o) for o in cleaned if o is not None]
+        else:
+            _clean_attachments(cell)
+    return nb
+
+
+def _is_kit_note(cell: dict, index: int) -> bool:
+    """The note ``NoteChosenNotebook`` opens an autograded notebook with: first, marked
+    ``grading_note`` (stripped from every student cell before the kit adds its own), and
+    HTML-escaped text only (no tag can be in it)."""
+    from .notebook_choice import NOTE_MARK
+
+    source = cell.get("source", "")
+    return index == 0 and cell.get("metadata", {}).get("grading_note") is True and \
+        isinstance(source, str) and source.startswith(NOTE_MARK) and \
+        "<" not in source and ">" not in source
+
+
 class SanitizeStudentMarkdown(NbGraderPreprocessor):
-    """Feedback only: the markdown a student wrote is shown as text where it holds HTML.
+    """Feedback only: the markdown a student wrote is shown as text where it holds HTML,
+    and every other piece of student data the page's template uses is cleaned
+    (``clean_notebook``).
 
     nbgrader's feedback template renders markdown cells without nbconvert's sanitiser, so a
     ``<script>`` in a student's markdown cell would run in the page the student and the
-    instructor open. Every markdown cell that is not the release's own (locked) text has
-    its HTML escaped (``nbconvert.filters.clean_html``) and ``javascript:`` links disarmed;
+    instructor open. Every markdown cell that is not the release's own (locked) or the
+    kit's note (``_is_kit_note``) has its HTML
+    escaped (``nbconvert.filters.clean_html``) and ``javascript:`` links disarmed;
     markdown itself (emphasis, lists, quotes, math) still renders. Outputs are sanitised
-    by ``c.HTMLExporter.sanitize_html``.
+    by ``c.HTMLExporter.sanitize_html``; their metadata here.
     """
+
+    def preprocess(self, nb, resources):
+        clean_notebook(nb)
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.get("metadata", {})
-        if cell.cell_type == "markdown" and not (meta.get("nbgrader") or {}).get("locked") \
-                and not meta.get("grading_note"):
-            text = clean_html(cell.source)
+        # The release's own text: nbgrader's autograde restored a locked cell's source and
+        # refuses a notebook with a locked cell whose grade id the assignment lacks.
+        release_text = bool((meta.get("nbgrader") or {}).get("locked"))
+        if cell.cell_type != "markdown" or release_text:
+            return cell, resources
+        text = cell.source
+        if not _is_kit_note(cell, index):  # the note is escaped text already
+            text = clean_html(text)
             text = re.sub(r"(?m)^(\s*)&gt;", r"\1>", text)  # quotes stay quotes
-            cell.source = re.sub(r"(?i)javascript\s*:", "blocked:", text)
+        # links too: the note names the student's files, which may read as a link
+        cell.source = re.sub(r"(?i)javascript\s*:", "blocked:", text)
         return cell, resources
