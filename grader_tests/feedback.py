@@ -16,6 +16,7 @@ import re
 
 from nbconvert.filters import clean_html
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import List
 
 MARK = "attention-kit-feedback"  # a page carrying it was finished already
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
@@ -81,7 +82,21 @@ def finish_feedback_pages(assignment: str | None = None, student: str | None = N
                 os.replace(page + ".partial", page)
 
 
-class SanitizeStudentMarkdown(NbGraderPreprocessor):
+class FeedbackPreprocessor(NbGraderPreprocessor):
+    """Base of the kit's ``generate_feedback`` preprocessors.
+
+    nbconvert's ``HTMLExporter`` configures ``display_data_priority`` for every
+    preprocessor it runs; nbgrader's base class declares that trait without making it
+    configurable, so traitlets warns "Config option `display_data_priority` not
+    recognized" for each preprocessor built on it. Declared configurable here, as
+    nbgrader's own ``GetGrades`` does (same default).
+    """
+
+    display_data_priority = List(['text/html', 'application/pdf', 'text/latex', 'image/svg+xml',
+                                  'image/png', 'image/jpeg', 'text/plain']).tag(config=True)
+
+
+class SanitizeStudentMarkdown(FeedbackPreprocessor):
     """Feedback only: the markdown a student wrote is shown as text where it holds HTML.
 
     nbgrader's feedback template renders markdown cells without nbconvert's sanitiser, so a
