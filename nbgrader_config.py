@@ -252,8 +252,10 @@ c.HTMLExporter.sanitize_html = True
 # CDN. nbgrader's feedback template calls MathJax with a fixed CDN address, so the kit's
 # template (grader_tests/templates/feedback_offline: nbgrader's, with that address replaced by
 # nbconvert's `mathjax_url` option) renders the pages. The URL names this machine's copy:
-# a page opened on another machine (a student's, after `nbgrader fetch_feedback`) finds
-# MathJax only where the kit is installed at the same place, else shows the TeX as written.
+# a page opened from disk finds it; one opened on another machine (a student's, after
+# `nbgrader fetch_feedback`) only where the kit is installed at the same place, and one
+# served over HTTP (formgrader, Jupyter's file view) not at all: those show the TeX as
+# written.
 MATHJAX = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
 c.HTMLExporter.mathjax_url = MATHJAX.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 c.HTMLExporter.template_name = "feedback_offline"
