@@ -249,20 +249,22 @@ c.GenerateFeedback.post_convert_hook = finish_feedback_pages
 c.HTMLExporter.sanitize_html = True
 # Formulas render offline: the page loads MathJax (2.7, TeX input) from the copy that the
 # pinned package jupyter-server-mathjax installs beside the kit, by a file URL, not from a
-# CDN. nbgrader's feedback template calls MathJax with a fixed CDN address, so the kit's
-# template (grader_tests/templates/feedback_offline: nbgrader's, with that address replaced by
-# nbconvert's `mathjax_url` option) renders the pages. The URL names this machine's copy:
-# a page opened from disk finds it; one opened on another machine (a student's, after
-# `nbgrader fetch_feedback`) only where the kit is installed at the same place, and one
-# served over HTTP (formgrader, Jupyter's file view) not at all: those show the TeX as
-# written.
+# CDN. nbgrader's feedback template calls MathJax with a fixed CDN address, so the pages
+# are rendered by the kit's file of that template (grader_tests/templates/feedback/
+# offline.html.j2: nbgrader's page, with that address replaced by nbconvert's
+# `mathjax_url` option). Set for generate_feedback's exporter only (a section
+# `GenerateFeedback.HTMLExporter`, which traitlets gives precedence): formgrader's own
+# HTMLExporter keeps its template. The URL names this machine's copy: a page opened from
+# disk finds it; one opened on another machine (a student's, after `nbgrader
+# fetch_feedback`) only where the kit is installed at the same place, and one served over
+# HTTP (formgrader, Jupyter's file view) not at all: those show the TeX as written.
 MATHJAX = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
-c.HTMLExporter.mathjax_url = MATHJAX.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full,Safe"
-c.HTMLExporter.template_name = "feedback_offline"
-c.HTMLExporter.template_file = "offline.html.j2"
-c.HTMLExporter.extra_template_basedirs = [
-    os.path.join(os.path.dirname(grader_tests.__file__), "templates"),
-    # nbgrader's own feedback template, which the kit's extends
+c.GenerateFeedback.HTMLExporter.mathjax_url = \
+    MATHJAX.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+c.GenerateFeedback.HTMLExporter.template_file = "offline.html.j2"
+c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [
+    os.path.join(os.path.dirname(grader_tests.__file__), "templates"),  # the kit's file first
+    # nbgrader's own feedback template (what nbgrader sets when nothing is configured)
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader",
                  "templates"),
 ]
