@@ -1,20 +1,32 @@
 """nbgrader configuration of the attention course kit.
 
 nbgrader reads this file from the directory it is run in (the repository root), so every
-``nbgrader ...`` command of the README and of ``tools/demo.py`` runs from here.
+``nbgrader ...`` command of the README runs from here. The example class of ``make demo``
+is a course of its own, ``example/``, whose ``nbgrader_config.py`` loads this file and then
+sets its own course id, root and gradebook.
 """
 
+import math
 import os
+from pathlib import Path
+
+import grader_tests
+import jupyter_server_mathjax
+import nbformat
+import nbgrader
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,
-                                    GetGrades, IgnorePattern, LimitOutput,
-                                    NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec,
-                                    SaveAutoGrades)
+from nbgrader.api import MissingEntry
+from nbgrader.plugins import LateSubmissionPlugin
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,
+                                    ClearOutput, GetGrades, IgnorePattern, LimitOutput,
+                                    OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+from traitlets import Float
 
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
                                    NoteChosenNotebook, TrustedGrades)
-from grader_tests.feedback import SanitizeStudentMarkdown, finish_feedback_pages
+from grader_tests.feedback import (FeedbackPreprocessor, SanitizeStudentMarkdown,
+                                   finish_feedback_pages)
 from grader_tests.notebook_choice import stage_chosen_notebook
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
@@ -24,9 +36,9 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # --- The course ---------------------------------------------------------------------------
 c.CourseDirectory.course_id = "attention-kit"
 c.CourseDirectory.root = ROOT
-# The gradebook: an sqlite file in the repository root (git-ignored; the demo deletes and
-# rebuilds it on every run). An absolute path, so that the gradebook is the same whatever
-# directory a command runs from.
+# The gradebook: an sqlite file in the repository root (git-ignored; never touched by the
+# demo, which grades the example class into example/gradebook.db). An absolute path, so
+# that the gradebook is the same whatever directory a command runs from.
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(ROOT, "gradebook.db")
 # Files beside a notebook that nbgrader never copies (into release/ or autograded/):
 # nbgrader's defaults, and the example database Hypothesis may leave where tests ran.
@@ -113,6 +125,44 @@ class RestoreDeletedGradeCells(OverwriteCells):
             nb.cells.insert(at, cell)
         return nb, resources
 
+    def preprocess_cell(self, cell, resources, index):
+        """nbgrader's check of a locked cell, without its false alarm on hidden tests.
+
+        nbgrader records a cell's checksum in the gradebook from the instructor's source,
+        before ``generate_assignment`` clears the ``### BEGIN HIDDEN TESTS`` region, so a
+        hidden-test cell exactly as released never matches it: nbgrader logs "Attribute
+        'checksum' ... has changed!" for every such cell of every student (17 per
+        notebook here; upstream nbgrader issue #1961) and puts the source back, which it
+        would do anyway. A locked cell whose text is the released one (the source with
+        its hidden tests cleared by nbgrader's own ``ClearHiddenTests``) is put back
+        silently; any other change to a locked cell is still reported, and undone, by
+        nbgrader.
+        """
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id is not None:
+            try:
+                source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id,
+                                                              self.assignment_id)
+            except MissingEntry:
+                source_cell = None  # nbgrader's own check reports it
+            if source_cell is not None and source_cell.locked \
+                    and cell.cell_type == source_cell.cell_type \
+                    and cell.source != source_cell.source \
+                    and cell.source == released_source(source_cell, parent=self):
+                cell.source = source_cell.source
+        return super().preprocess_cell(cell, resources, index)
+
+
+def released_source(source_cell, parent=None):
+    """The text ``nbgrader generate_assignment`` releases for the gradebook's
+    ``source_cell`` (``nbgrader.api.SourceCell``): its source with the hidden-test region
+    removed by nbgrader's ``ClearHiddenTests`` (with the course's delimiters); the source
+    itself for a cell without one."""
+    cell = nbformat.v4.new_code_cell(source_cell.source) if source_cell.cell_type == "code" \
+        else nbformat.v4.new_markdown_cell(source_cell.source)
+    ClearHiddenTests(parent=parent)._remove_hidden_test_region(cell)
+    return cell.source
+
 
 # A student who deleted a grade cell gets it back and it is graded as usual.
 c.OverwriteCells.add_missing_cells = True
@@ -132,6 +182,35 @@ c.Autograde.autograde_preprocessors = [
     NoteChosenNotebook, JailedExecute, TrustedGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, FlagForReview, AssignLatePenalties, CheckCellMetadata,
 ]
+
+# --- Due dates and late submissions -------------------------------------------------------
+# A due date is the assignment's, in the gradebook: `nbgrader db assignment add attention
+# --duedate="2025-03-14 17:00:00 UTC"` or formgrader's "Manage Assignments" page. When a
+# student submitted is the `timestamp.txt` that `nbgrader submit` writes and `nbgrader
+# collect` keeps beside the notebook. nbgrader's AssignLatePenalties (an autograde step
+# above) asks the plugin below how many points a late notebook loses; `nbgrader export`
+# and formgrader show the raw score, the penalty and what is left.
+
+
+class LatePenaltyPerDay(LateSubmissionPlugin):
+    """The kit's late policy: a late notebook loses ``fraction_per_day`` of its score for
+    every day, or part of a day, after the due date: 10 % for up to 24 hours, 20 % up
+    to 48 hours, ..., all of it from 10 days on (with the default 0.1)."""
+
+    fraction_per_day = Float(0.1, help="Part of its score a notebook loses per day, or part "
+                                       "of a day, that it is late.").tag(config=True)
+
+    def late_submission_penalty(self, student_id, score, total_seconds_late):
+        """Points taken off ``score`` (points earned) for a notebook submitted
+        ``total_seconds_late`` seconds after the due date; None when on time."""
+        if total_seconds_late <= 0:
+            return None
+        days = math.ceil(total_seconds_late / 86400)
+        return score * min(1.0, self.fraction_per_day * days)
+
+
+c.AssignLatePenalties.plugin_class = LatePenaltyPerDay
+c.LatePenaltyPerDay.fraction_per_day = 0.1
 
 # A submission folder whose notebook was renamed (``attention (1).ipynb``) or that holds
 # several notebooks: the one with the most answered solution cells is graded, under the
@@ -156,7 +235,7 @@ c.AttentionKit.allowed_modules = ["numpy", "matplotlib"]
 # --- Feedback ----------------------------------------------------------------------------
 
 
-class DropHiddenTestMarkers(NbGraderPreprocessor):
+class DropHiddenTestMarkers(FeedbackPreprocessor):
     """Feedback only: drop the ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` lines
     of the grade cells, from their source and from the tracebacks they show. A hidden cell
     then shows what it is, a one-line call into the graders, and its output, the graders'
@@ -213,3 +292,25 @@ c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9.\-]+)_(?:LATE_)?[0-9]+_[0-9]+_"
     r"(?P<file_id>attention|training)(?:-[0-9]+)?\.ipynb$"
 )
+
+# Formulas render offline: the page loads MathJax (2.7, TeX input) from the copy that the
+# pinned package jupyter-server-mathjax installs beside the kit, by a file URL, not from a
+# CDN. nbgrader's feedback template calls MathJax with a fixed CDN address, so the pages
+# are rendered by the kit's file of that template (grader_tests/templates/feedback/
+# offline.html.j2: nbgrader's page, with that address replaced by nbconvert's
+# `mathjax_url` option). Set for generate_feedback's exporter only (a section
+# `GenerateFeedback.HTMLExporter`, which traitlets gives precedence): formgrader's own
+# HTMLExporter keeps its template. The URL names this machine's copy: a page opened from
+# disk finds it; one opened on another machine (a student's, after `nbgrader
+# fetch_feedback`) only where the kit is installed at the same place, and one served over
+# HTTP (formgrader, Jupyter's file view) not at all: those show the TeX as written.
+MATHJAX = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
+c.GenerateFeedback.HTMLExporter.mathjax_url = \
+    MATHJAX.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+c.GenerateFeedback.HTMLExporter.template_file = "offline.html.j2"
+c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [
+    os.path.join(os.path.dirname(grader_tests.__file__), "templates"),  # the kit's file first
+    # nbgrader's own feedback template (what nbgrader sets when nothing is configured)
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader",
+                 "templates"),
+]

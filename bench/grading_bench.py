@@ -3,9 +3,9 @@
     python bench/grading_bench.py [SUBMISSION ...]
 
 Grades the reference solution first (the baseline, in this same process), then every
-submission given (default: every notebook under ``submitted/``), and prints for each the
-seconds per graded name, the total, its ratio to the baseline and to the target of 10 s
-for the whole assignment (issue 3). Nothing here is asserted: timing belongs in a
+submission given (default: every notebook of the example class, ``example/submitted/``),
+and prints for each the seconds per graded name, the total, its ratio to the baseline and
+to the target of 10 s for the whole assignment (issue 3). Nothing here is asserted: timing belongs in a
 benchmark, not in the test suite.
 """
 
@@ -15,6 +15,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE_CLASS = os.path.join(ROOT, "example", "submitted")  # the example class
 sys.path.insert(0, ROOT)
 
 from grader_tests.core import POINTS, grade_namespace  # noqa: E402
@@ -35,7 +36,7 @@ def time_grading(path):
 
 
 def main(argv):
-    paths = argv or sorted(glob.glob(os.path.join(ROOT, "submitted", "*", "attention", "*.ipynb")))
+    paths = argv or sorted(glob.glob(os.path.join(EXAMPLE_CLASS, "*", "attention", "*.ipynb")))
     baseline_path = os.path.join(ROOT, "solutions", "attention.py")
     time_grading(baseline_path)  # warm-up: imports, Hypothesis strategies
     _, base_per, base_total, _ = time_grading(baseline_path)
@@ -45,8 +46,8 @@ def main(argv):
     rows = [("reference", baseline_path, base_per, base_total, None)]
     for path in paths:
         load_s, per, total, score = time_grading(path)
-        rows.append((os.path.relpath(path, ROOT).split(os.sep)[1] if path.startswith(
-            os.path.join(ROOT, "submitted")) else os.path.basename(path), path, per, total, score))
+        rows.append((os.path.relpath(path, EXAMPLE_CLASS).split(os.sep)[0] if path.startswith(
+            EXAMPLE_CLASS) else os.path.basename(path), path, per, total, score))
     for label, _, per, total, score in rows:
         print(f"\n{label}: {total:.2f} s, {total / base_total:.2f}x baseline, "
               f"{total / TARGET_S:.2f} of the target" + ("" if score is None else

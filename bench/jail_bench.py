@@ -3,8 +3,8 @@ grading in a plain subprocess (the sandbox as it was before the jail), measured 
 
     python bench/jail_bench.py [--repeat N] [SUBMISSION ...]
 
-For each submission (default: ``submitted/student_correct`` and
-``submitted/student_softmax_infinite_loop``), grades it ``N`` times (default 3) each way,
+For each submission (default: the example class's ``example/submitted/student_correct``
+and ``example/submitted/student_softmax_infinite_loop``), grades it ``N`` times (default 3) each way,
 alternating, and prints the median wall seconds and the ratio jailed / unjailed (the
 target: at most 1.10). Then times ``nbgrader autograde`` of the same students in a copy of
 the course, as ``make demo`` runs it, and prints what the student whose function never
@@ -24,6 +24,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE_CLASS = os.path.join(ROOT, "example", "submitted")  # the example class
 sys.path.insert(0, ROOT)
 
 from grader_tests.sandbox import grade_isolated  # noqa: E402
@@ -42,8 +43,10 @@ def autograde_seconds(students: list[str]) -> dict[str, float]:
     """Wall seconds of ``nbgrader autograde`` per student, in a copy of the course."""
     out = {}
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as course:
-        for part in ("source", "submitted", "nbgrader_config.py"):
-            src = os.path.join(ROOT, part)
+        # the kit's course, with the example class standing for the collected submissions
+        for part, src in (("source", "source"), ("submitted", os.path.join("example", "submitted")),
+                          ("nbgrader_config.py", "nbgrader_config.py")):
+            src = os.path.join(ROOT, src)
             (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, os.path.join(course, part))
         env = dict(os.environ, PYTHONPATH=ROOT)
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("paths", nargs="*")
     args = parser.parse_args(argv)
-    paths = args.paths or [os.path.join(ROOT, "submitted", s, "attention", "attention.ipynb")
+    paths = args.paths or [os.path.join(EXAMPLE_CLASS, s, "attention", "attention.ipynb")
                            for s in DEFAULT]
     seconds(paths[0], True)  # warm-up: imports, page cache
     print(f"{'submission':<40} {'unjailed s':>10} {'jailed s':>9} {'ratio':>6}")

@@ -16,6 +16,7 @@ import re
 
 from nbconvert.filters import clean_html
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import List
 
 MARK = "attention-kit-feedback"  # a page carrying it was finished already
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
@@ -262,7 +263,21 @@ def _is_kit_note(cell: dict, index: int) -> bool:
         "<" not in source and ">" not in source
 
 
-class SanitizeStudentMarkdown(NbGraderPreprocessor):
+class FeedbackPreprocessor(NbGraderPreprocessor):
+    """Base of the kit's ``generate_feedback`` preprocessors.
+
+    nbconvert's ``HTMLExporter`` configures ``display_data_priority`` for every
+    preprocessor it runs; nbgrader's base class declares that trait without making it
+    configurable, so traitlets warns "Config option `display_data_priority` not
+    recognized" for each preprocessor built on it. Declared configurable here, as
+    nbgrader's own ``GetGrades`` does (same default).
+    """
+
+    display_data_priority = List(['text/html', 'application/pdf', 'text/latex', 'image/svg+xml',
+                                  'image/png', 'image/jpeg', 'text/plain']).tag(config=True)
+
+
+class SanitizeStudentMarkdown(FeedbackPreprocessor):
     """Feedback only: the markdown a student wrote is shown as text where it holds HTML,
     and every other piece of student data the page's template uses is cleaned
     (``clean_notebook``).

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,7 @@ def released(tmp_path_factory):
     """A course with the example class, the assignment released into its gradebook."""
     course = tmp_path_factory.mktemp("course")
     shutil.copytree(os.path.join(ROOT, "source", "attention"), course / "source" / "attention")
-    shutil.copytree(os.path.join(ROOT, "submitted"), course / "submitted")
+    shutil.copytree(os.path.join(ROOT, "example", "submitted"), course / "submitted")
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
                            "--force"], cwd=course, env=kit_env(), capture_output=True, text=True,
@@ -128,7 +129,7 @@ def test_a_stopped_batch_leaves_nothing_running_and_loses_nothing(signum, releas
     students = [s for s in students if (course / "submitted" / s).is_dir()]
     assert sorted({r["student"] for r in records}) == students
     assert all(sum(r["student"] == s for r in records) == 1 for s in graded)
-    expected = json.loads((course / "submitted" / "EXPECTED.json").read_text())["students"]
+    expected = json.loads(Path(ROOT, "example", "EXPECTED.json").read_text())["students"]
     rows = {r["student"]: r for r in json.loads((course / "summary.json").read_text())["students"]}
     for student, want in expected.items():
         assert rows[student]["score"] == pytest.approx(want["score"]), student

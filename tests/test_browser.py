@@ -276,7 +276,7 @@ def feedback_page(tmp_path):
     shutil.copytree(ROOT / "source" / "attention", course / "source" / "attention")
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     student = "student_mask_after_softmax"
-    shutil.copytree(ROOT / "submitted" / student, course / "submitted" / student)
+    shutil.copytree(ROOT / "example" / "submitted" / student, course / "submitted" / student)
     env = child_env()
     for args in (["generate_assignment", "attention", "--force"],
                  ["autograde", "attention", "--create", "--force"],

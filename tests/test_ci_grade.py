@@ -17,14 +17,17 @@ import pytest
 from tools.demo import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPECTED = json.loads((ROOT / "submitted" / "EXPECTED.json").read_text())["students"]
+EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
 IGNORE = shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints", "__pycache__")
+# Where a part of the copied course comes from: the example class stands for the students
+# an instructor collected into the course's submitted/.
+FROM = {"submitted": ROOT / "example" / "submitted"}
 
 
 def copy_course(folder, parts=("source/attention", "release/attention", "submitted")):
     shutil.copy(ROOT / "nbgrader_config.py", folder / "nbgrader_config.py")
     for part in parts:
-        shutil.copytree(ROOT / part, folder / part, ignore=IGNORE)
+        shutil.copytree(FROM.get(part, ROOT / part), folder / part, ignore=IGNORE)
     return folder
 
 
@@ -107,7 +110,7 @@ def visible_table(summary):
 
 def test_visible_only_on_a_correct_notebook(tmp_path):
     summary = tmp_path / "step_summary.md"
-    notebook = ROOT / "submitted" / "student_correct" / "attention" / "attention.ipynb"
+    notebook = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
     result = ci_grade("--visible-only", notebook, "--strict", summary=summary, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
     rows = visible_table(summary)

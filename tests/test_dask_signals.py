@@ -38,7 +38,7 @@ from tests.course import kit_env  # noqa: E402
 from tools import services  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOT_SUBMITTED = Path(ROOT) / "submitted"
+ROOT_SUBMITTED = Path(ROOT) / "example" / "submitted"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 
@@ -79,7 +79,7 @@ def released(tmp_path_factory) -> Path:
     course = tmp_path_factory.mktemp("course")
     shutil.copytree(os.path.join(ROOT, "source", "attention"), course / "source" / "attention")
     for student in EXAMPLES:
-        shutil.copytree(os.path.join(ROOT, "submitted", student), course / "submitted" / student)
+        shutil.copytree(ROOT_SUBMITTED / student, course / "submitted" / student)
     (course / "submitted" / SLOW / "attention").mkdir(parents=True)
     (course / "submitted" / SLOW / "attention" / "attention.ipynb").write_bytes(_slow_notebook())
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), course / "nbgrader_config.py")
@@ -197,7 +197,7 @@ def _under_way(cluster, until, deadline: float) -> dict[int, psutil.Process]:
 
 def _slow_notebook() -> bytes:
     """``student_correct``'s notebook with two first cells that sleep ``SLOW_SECONDS`` each."""
-    nb = nbformat.read(os.path.join(ROOT, "submitted", "student_correct", "attention",
+    nb = nbformat.read(os.path.join(ROOT_SUBMITTED, "student_correct", "attention",
                                     "attention.ipynb"), 4)
     for _ in range(2):
         nb.cells.insert(1, nbformat.v4.new_code_cell(f"import time\ntime.sleep({SLOW_SECONDS})"))
@@ -301,7 +301,7 @@ def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, c
     records = _log(course)
     assert sorted({r["student"] for r in records}) == sorted(STUDENTS)
     assert all(sum(r["student"] == s for r in records) == 1 for s in graded)
-    expected = json.loads((ROOT_SUBMITTED / "EXPECTED.json").read_text())["students"]
+    expected = json.loads((ROOT_SUBMITTED.parent / "EXPECTED.json").read_text())["students"]
     expected[SLOW] = expected["student_correct"]
     rows = {r["student"]: r for r in json.loads((course / "summary.json").read_text())["students"]}
     from nbgrader.api import Gradebook

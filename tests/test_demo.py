@@ -1,9 +1,11 @@
-"""End to end: the main job (``python -m tools.demo``) on a copy of the course grades the
-example class as ``submitted/EXPECTED.json`` says, and what it writes reveals nothing.
+"""End to end: the main job (``python -m tools.demo``) on a copy of the kit grades the
+example class (``example/``) as ``example/EXPECTED.json`` says, late penalty included, and
+what it writes reveals nothing and loads nothing from the network.
 
 Slow (a few minutes): nbgrader starts one kernel per student.
 """
 
+import csv
 import html as html_lib
 import json
 import re
@@ -22,22 +24,34 @@ from tools.make_submissions import TRAP_FUNCTION, solution_lines
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPECTED = json.loads((ROOT / "submitted" / "EXPECTED.json").read_text())["students"]
+EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
 
 
 # A submission nbgrader cannot read, added to the copy: the demo reports it and goes on.
 BROKEN = "student_broken_notebook"
 
 
+def copy_kit(folder, example_students=None):
+    """The kit's course layout in ``folder``: its ``nbgrader_config.py``, the assignments'
+    ``source/`` and ``release/``, and the example class ``example/`` (its configuration and
+    ``example_students`` of its ``submitted/``, all by default). Returns ``folder``."""
+    ignore = shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints")
+    shutil.copy(ROOT / "nbgrader_config.py", folder / "nbgrader_config.py")
+    for part in ("source/attention", "release/attention", "release/training"):
+        shutil.copytree(ROOT / part, folder / part, ignore=ignore)
+    (folder / "example" / "submitted").mkdir(parents=True)
+    shutil.copy(ROOT / "example" / "nbgrader_config.py", folder / "example" / "nbgrader_config.py")
+    for student in example_students or EXPECTED:
+        shutil.copytree(ROOT / "example" / "submitted" / student,
+                        folder / "example" / "submitted" / student, ignore=ignore)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """A copy of the course, plus one unreadable submission, after one run of the demo:
-    ``(folder, stdout, summary)``."""
-    course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    for folder in ("source/attention", "release/attention", "release/training", "submitted"):
-        shutil.copytree(ROOT / folder, course / folder,
-                        ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints"))
+    """A copy of the kit, plus one unreadable submission in the example class, after one run
+    of the demo: ``(example course folder, stdout, summary)``."""
+    course = copy_kit(tmp_path_factory.mktemp("kit")) / "example"
     broken = course / "submitted" / BROKEN / "attention" / "attention.ipynb"
     broken.parent.mkdir(parents=True)
     broken.write_text("this is not a notebook\n")
@@ -144,6 +158,50 @@ def test_training_is_unlocked_for_exactly_the_students_with_full_marks(demo):
         released = course / "unlocked" / student / "training" / "training.ipynb"
         assert released.is_file() == (student in full), student
     assert "training gate" in stdout
+
+
+def test_the_late_student_loses_the_late_penalty_and_the_table_shows_it(demo):
+    """nbgrader's late-submission plugin (nbgrader_config.py) takes 10 % of the score off
+    the one student whose timestamp.txt is after the example class's due date; the table
+    shows the score after the penalty and the penalty; grades.csv has nbgrader's columns."""
+    course, stdout, summary = demo
+    late = {s for s, e in EXPECTED.items() if e.get("late_penalty")}
+    assert late == {"student_heads_merged_wrong"}
+    for student, expected in EXPECTED.items():
+        got = summary["results"][student]
+        penalty = expected.get("late_penalty", 0.0)
+        assert got["late_penalty"] == pytest.approx(penalty, abs=1e-6), student
+        assert got["final_score"] == pytest.approx(expected["score"] - penalty, abs=1e-6)
+        assert (got["seconds_late"] > 0) == (student in late), student
+    assert got_line(stdout, "student_heads_merged_wrong") == (
+        "student_heads_merged_wrong 88.20 / 100 late 3 h 0 min: 98.00 - 9.80 late penalty")
+    with (course / "grades.csv").open(newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert float(rows["student_heads_merged_wrong"]["late_submission_penalty"]) == \
+        pytest.approx(9.8)
+    assert float(rows["student_heads_merged_wrong"]["score"]) == pytest.approx(88.2)
+    assert float(rows["student_correct"]["late_submission_penalty"]) == 0.0
+
+
+def got_line(stdout, student):
+    """The table's line of ``student``, its runs of spaces made one."""
+    line = next(ln for ln in stdout.splitlines() if ln.startswith(student + " "))
+    return " ".join(line.split())
+
+
+def test_feedback_loads_mathjax_from_the_installed_copy_not_a_cdn(demo):
+    """The kit's feedback template is used on nbgrader's API path too (the demo's first try,
+    never retried for a readable notebook): the page loads MathJax from a local file."""
+    course, stdout, _ = demo
+    assert not [s for s in EXPECTED if f"[again] {s} " in stdout], stdout[-5000:]
+    page = (course / "feedback" / "student_correct" / "attention" / "attention.html").read_text(
+        encoding="utf-8")
+    sources = re.findall(r'<script[^>]* src="([^"]+)"', page)
+    assert not [s for s in sources if not s.startswith("file://")], sources
+    mathjax = [s for s in sources if s.split("?")[0].endswith("/MathJax.js")]
+    assert len(mathjax) == 1, sources
+    assert Path(mathjax[0].split("?")[0].removeprefix("file://")).is_file(), mathjax
+    assert "$" in page, "the page shows no formula for MathJax to render"
 
 
 def test_batch_agrees_with_nbgrader_autograde_student_by_student(demo):

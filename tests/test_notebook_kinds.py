@@ -85,8 +85,8 @@ def graded(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
                            "--force"], **run)
     assert done.returncode == 0, done.stderr[-2000:]
-    correct = nbformat.read(os.path.join(ROOT, "submitted", "student_correct", "attention",
-                                         "attention.ipynb"), 4)
+    correct = nbformat.read(os.path.join(ROOT, "example", "submitted", "student_correct",
+                                         "attention", "attention.ipynb"), 4)
     students = _variants(correct)
     files = {student: {"attention.ipynb": nb} for student, nb in students.items()}
     released = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)

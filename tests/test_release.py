@@ -149,8 +149,9 @@ def test_nbgrader_validate_invert_fails_every_test_of_the_release(assignment, tm
     assert "Success! The notebook does not pass any tests." in result.stdout, result.stdout[-3000:]
 
 
-EXAMPLE_CLASS = ROOT / "submitted"
-EXPECTED = __import__("json").loads((EXAMPLE_CLASS / "EXPECTED.json").read_text(encoding="utf-8"))
+EXAMPLE_CLASS = ROOT / "example" / "submitted"
+EXPECTED = __import__("json").loads((ROOT / "example" / "EXPECTED.json")
+                                    .read_text(encoding="utf-8"))
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
-"""The committed example class, ``submitted/``, is what ``tools/make_submissions.py`` writes
-from the committed release, and each submission differs from the correct one only where
-its description says."""
+"""The committed example class, ``example/submitted/``, is what ``tools/make_submissions.py``
+writes from the committed release, and each submission differs from the correct one only
+where its description says; every student but the late one handed in before the due date.
+Nothing here reads the instructor's own ``submitted/`` at the repository root."""
 
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ from grader_tests.core import POINTS, grade_id
 from tools import make_submissions as ms
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPECTED = ROOT / "submitted" / "EXPECTED.json"
+EXPECTED = ROOT / "example" / "EXPECTED.json"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_committed_submissions_are_what_make_submissions_writes():
 
 
 def test_no_other_student_folder_is_committed():
-    folders = sorted(p.name for p in (ROOT / "submitted").iterdir() if p.is_dir())
+    folders = sorted(p.name for p in (ROOT / "example" / "submitted").iterdir() if p.is_dir())
     assert folders == sorted(ms.STUDENTS)
 
 
@@ -71,3 +72,23 @@ def test_deleted_hidden_cell_student_lacks_exactly_that_cell(built):
     theirs = sources(built["student_deleted_hidden_cell"])
     assert set(correct) - set(theirs) == {grade_id("softmax")}
     assert all(theirs[gid] == correct[gid] for gid in theirs)
+
+
+def test_timestamps_put_one_student_after_the_due_date_and_the_others_before():
+    """Each submission's ``timestamp.txt``, read as nbgrader reads it, is before the due date
+    but for ``LATE``'s student, late by exactly ``LATE[student]``."""
+    from nbgrader.utils import parse_utc
+
+    due = parse_utc(ms.DUE_DATE)
+    assert list(ms.LATE) == ["student_heads_merged_wrong"]
+    for student in ms.STUDENTS:
+        stamp = ms.timestamp_path_of(student).read_text(encoding="utf-8")
+        assert stamp.endswith(" UTC\n"), stamp
+        late = parse_utc(stamp.strip()) - due
+        if student in ms.LATE:
+            assert late == ms.LATE[student], student
+        else:
+            assert late.total_seconds() < 0, student
+    expected = json.loads(EXPECTED.read_text())["students"]
+    assert {s for s, e in expected.items() if e.get("late_penalty")} == set(ms.LATE)
+

@@ -1,14 +1,23 @@
 """The kit's main job: release the `attention` assignment and autograde the example class.
 
-Run from the repository root (``make demo`` does) as ``python -m tools.demo``. Every step
-is nbgrader's own, configured by ``nbgrader_config.py``:
+Run from the repository root (``make demo`` does) as ``python -m tools.demo``. The example
+class is a course of its own, ``example/`` (its ``nbgrader_config.py`` loads the kit's and
+gives it its own course id, gradebook and folders; the assignment is the kit's own
+``source/`` and ``release/``): the demo reads and writes nothing of the instructor's course
+at the repository root (``submitted/``, ``gradebook.db``, manual grades, due dates). Every
+step is nbgrader's own, configured by the course's ``nbgrader_config.py``:
 
-1. delete what an earlier run wrote (``gradebook.db``, ``autograded/``, ``feedback/``,
-   ``grades.csv``, ``class_summary.json``, ``unlocked/``), so that every run starts from
-   scratch;
+1. in the example course only, delete what an earlier run wrote (``gradebook.db``,
+   ``autograded/``, ``feedback/``, ``grades.csv``, ``class_summary.json``, ``unlocked/``),
+   so that every run starts from scratch. Another course given with ``--root`` (an
+   instructor's, as ``tools/ci_grade.py`` grades it) keeps everything: nbgrader regrades
+   in place;
 2. ``nbgrader generate_assignment attention --force``: writes ``release/attention/``
    (committed; ``tests/test_release.py`` proves it current) and records the assignment,
-   its notebook and its cells in the gradebook;
+   its notebook and its cells in the gradebook; in the example course, the due date
+   ``tools.make_submissions.DUE_DATE`` is recorded with it (what ``nbgrader db assignment
+   add attention --duedate=...`` does), so that nbgrader's late penalty applies to the
+   submissions whose ``timestamp.txt`` is later;
 3. every folder of ``submitted/`` becomes a student of the gradebook;
 4. per student, nbgrader's ``autograde`` (``create``, ``force``) then
    ``generate_feedback``, through ``nbgrader.apps.NbGraderAPI`` in ``--jobs`` worker
@@ -16,11 +25,12 @@ is nbgrader's own, configured by ``nbgrader_config.py``:
    nbgrader fail is reported, tried once more with the ``nbgrader`` command line, and the
    others go on;
 5. ``nbgrader export`` (its CSV plugin) writes ``grades.csv``;
-6. the score table: per student the total from the gradebook and, for every graded name
-   below full marks, the fault ids the graders reported. nbgrader's per-cell score (the
-   gradebook) is joined, by grade id ``grader_tests.core.grade_id(name)``, to the report
-   that the hidden cell published in the autograded notebook as a display output of MIME
-   type ``grader_tests.notebook.RESULT_MIME``;
+6. the score table: per student the score from the gradebook (less nbgrader's late
+   penalty, which is shown) and, for every graded name below full marks, the fault ids
+   the graders reported. nbgrader's per-cell score (the gradebook) is joined, by grade id
+   ``grader_tests.core.grade_id(name)``, to the report that the hidden cell published in
+   the autograded notebook as a display output of MIME type
+   ``grader_tests.notebook.RESULT_MIME``;
 7. the class summary: how many students hit each fault id, printed and written to
    ``class_summary.json`` together with every student's per-name scores and faults;
 8. the training gate: ``tools/unlock_training.py`` releases `training` (the committed
@@ -45,6 +55,9 @@ from pathlib import Path
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
 ROOT = Path(__file__).resolve().parent.parent
+# The example class: a course directory of its own (example/nbgrader_config.py).
+EXAMPLE = ROOT / "example"
+EXAMPLE_COURSE_ID = "attention-kit-example"
 GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summary.json",
              "unlocked")
 # Seconds a retry of one student on the command line may take before the demo gives up.
@@ -106,8 +119,15 @@ def course_directory(root, config=None):
     return CourseDirectory(config=config or nbgrader_config(root))
 
 
+def is_example_course(coursedir) -> bool:
+    """Whether ``coursedir`` (nbgrader's ``CourseDirectory``) is the example class: its
+    course id is ``EXAMPLE_COURSE_ID`` (``example/nbgrader_config.py`` sets it)."""
+    return coursedir.course_id == EXAMPLE_COURSE_ID
+
+
 def clean(root):
-    """Delete everything an earlier run of the demo wrote."""
+    """Delete everything an earlier run of the demo wrote in the course folder ``root``.
+    Only ever called on the example course."""
     for name in GENERATED:
         path = root / name
         if path.is_dir():
@@ -123,6 +143,19 @@ def students_of(root):
         return []
     return sorted(p.name for p in submitted.iterdir()
                   if p.is_dir() and (p / ASSIGNMENT).is_dir())
+
+
+def record_due_date(coursedir, duedate):
+    """Record ``duedate`` (a UTC timestamp string nbgrader parses, as ``nbgrader db
+    assignment add --duedate`` takes it) as the assignment's due date in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    gb = Gradebook(coursedir.db_url, coursedir.course_id)
+    try:
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=duedate)
+    finally:
+        gb.close()
+        gb.engine.dispose()
 
 
 def register_students(coursedir, students):
@@ -313,11 +346,14 @@ def collect_results(root, coursedir, students, runs):
     """Per student: the total, and per grade cell nbgrader's score and the graders' faults.
 
     Returns:
-        dict student -> ``{"ok", "score", "max_score", "cells": {name: {"grade_id",
-        "score", "max_score", "faults"}}}``, ``name`` being the graded name of the hidden
-        cell. ``faults`` lists the fault ids of the checks the graders reported failed, or,
-        for a cell below full marks that ended in an error before the graders reported,
-        the fault id of that error (``CELL_ERROR_FAULTS``).
+        dict student -> ``{"ok", "score", "max_score", "late_penalty", "seconds_late",
+        "cells": {name: {"grade_id", "score", "max_score", "faults"}}}``, ``name`` being
+        the graded name of the hidden cell. ``score`` is nbgrader's raw score (points),
+        ``late_penalty`` the points its late-submission plugin took off (0 when on time),
+        ``seconds_late`` how late ``timestamp.txt`` says the submission was. ``faults``
+        lists the fault ids of the checks the graders reported failed, or, for a cell
+        below full marks that ended in an error before the graders reported, the fault id
+        of that error (``CELL_ERROR_FAULTS``).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -325,7 +361,8 @@ def collect_results(root, coursedir, students, runs):
     results = {}
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         for student in students:
-            entry = {"ok": runs[student]["ok"], "score": None, "max_score": None, "cells": {}}
+            entry = {"ok": runs[student]["ok"], "score": None, "max_score": None,
+                     "late_penalty": 0.0, "seconds_late": 0.0, "cells": {}}
             results[student] = entry
             if not entry["ok"]:
                 continue
@@ -337,6 +374,8 @@ def collect_results(root, coursedir, students, runs):
                 continue
             entry["score"] = float(submission.score)
             entry["max_score"] = float(submission.max_score)
+            entry["late_penalty"] = float(submission.late_submission_penalty or 0.0)
+            entry["seconds_late"] = float(submission.total_seconds_late or 0.0)
             path = root / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
             outputs = reports_in_notebook(path)
             for grade in notebook.grades:
@@ -363,9 +402,25 @@ def below_full_marks(cell):
     return cell["score"] < cell["max_score"] - 1e-9
 
 
+def final_score(entry):
+    """The score after nbgrader's late penalty (as ``nbgrader export`` computes it)."""
+    return max(0.0, entry["score"] - entry["late_penalty"])
+
+
+def late_note(entry):
+    """``"late 3 h 0 min: 98.00 - 9.80"`` for a late submission, else None."""
+    if entry["seconds_late"] <= 0:
+        return None
+    minutes = int(entry["seconds_late"] // 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    late = (f"{days} d " if days else "") + f"{hours} h {minutes} min"
+    return f"late {late}: {entry['score']:.2f} - {entry['late_penalty']:.2f} late penalty"
+
+
 def print_table(results):
-    """The score table: student, score / max, and each name below full marks with the
-    fault ids its checks reported."""
+    """The score table: student, score / max (after the late penalty, which is shown),
+    and each name below full marks with the fault ids its checks reported."""
     width = max([len("student")] + [len(s) for s in results])
     log("")
     log(f"{'student':<{width}}  {'score':>15}  below full marks: name points (fault ids)")
@@ -374,8 +429,9 @@ def print_table(results):
         if not entry["ok"]:
             log(f"{student:<{width}}  {'not graded':>15}  autograde failed (see above)")
             continue
-        score = f"{entry['score']:.2f} / {entry['max_score']:g}"
-        lost = [f"{name} {cell['score']:.2f}/{cell['max_score']:g} "
+        score = f"{final_score(entry):.2f} / {entry['max_score']:g}"
+        lost = [] if late_note(entry) is None else [late_note(entry)]
+        lost += [f"{name} {cell['score']:.2f}/{cell['max_score']:g} "
                 f"({', '.join(cell['faults']) or 'no fault reported'})"
                 for name in in_points_order(entry["cells"])
                 for cell in [entry["cells"][name]] if below_full_marks(cell)]
@@ -404,7 +460,7 @@ def print_summary(counts, n_students):
         log(f"  {fault:<28} {n}")
 
 
-def open_training_gate(root):
+def open_training_gate(root, coursedir):
     """Step 8: ``tools/unlock_training.py with its default threshold (full marks):
     release `training` to the students whose `attention` grade allows it; print who is
     unlocked and who is not, and why.
@@ -414,12 +470,13 @@ def open_training_gate(root):
     """
     from tools import unlock_training
 
-    if not (root / "release" / "training" / "training.ipynb").is_file():
+    release = Path(coursedir.format_path(coursedir.release_directory, ".", "training"))
+    if not (release / "training.ipynb").is_file():
         log("training gate: skipped (no release/training/ in this course)")
         return None
     log("")
     log("training gate: python tools/unlock_training.py (threshold: full marks)")
-    status = unlock_training.main(["--root", str(root)])
+    status = unlock_training.main(["--root", str(root), "--release", str(release)])
     if status != 0:
         log(f"training gate: tools/unlock_training.py ended with status {status}")
         return None
@@ -435,6 +492,8 @@ def summary_json(students, counts, results, seconds):
         "faults": counts,
         "results": {
             s: {"graded": e["ok"], "score": e["score"], "max_score": e["max_score"],
+                "late_penalty": e["late_penalty"], "seconds_late": e["seconds_late"],
+                "final_score": None if e["score"] is None else final_score(e),
                 "functions": {n: {"score": c["score"], "max_score": c["max_score"],
                                   "faults": c["faults"]}
                               for n, c in e["cells"].items()}}
@@ -450,8 +509,9 @@ def summary_json(students, counts, results, seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tools.demo",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=ROOT,
-                        help="course directory (default: this repository)")
+    parser.add_argument("--root", type=Path, default=EXAMPLE,
+                        help="course directory (default: the example class, example/; "
+                             "only there does the demo delete what an earlier run wrote)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="students graded at once, one kernel each (default: 2)")
     parser.add_argument("--started", type=float, default=None,
@@ -464,7 +524,13 @@ def main(argv=None):
     os.environ.update(child_env())  # inherited by the workers and their kernels
 
     log(f"demo: course directory {root}")
-    clean(root)
+    coursedir = course_directory(root)
+    example = is_example_course(coursedir)
+    if example:
+        clean(root)
+    else:
+        log(f"demo: {root} is not the example class ({EXAMPLE_COURSE_ID}): nothing is "
+            "deleted, nbgrader regrades in place")
     # Generate the release in a child process while this one imports nbgrader.
     t = time.perf_counter()
     release = subprocess.Popen(
@@ -478,11 +544,15 @@ def main(argv=None):
         raise SystemExit(f"demo: nbgrader generate_assignment failed (exit {release.returncode})")
     log(f"release: release/{ASSIGNMENT}/ generated in {time.perf_counter() - t:.1f} s")
 
-    coursedir = course_directory(root)
     students = students_of(root)
     if not students:
-        raise SystemExit("demo: no submissions under submitted/ "
+        raise SystemExit(f"demo: no submissions under {root / 'submitted'} "
                          "(python -m tools.make_submissions writes the example class)")
+    if example:
+        from tools.make_submissions import DUE_DATE
+
+        record_due_date(coursedir, DUE_DATE)
+        log(f"gradebook: due date {DUE_DATE}")
     register_students(coursedir, students)
     log(f"gradebook: assignment '{ASSIGNMENT}' and {len(students)} students")
 
@@ -499,7 +569,7 @@ def main(argv=None):
     print_table(results)
     counts = class_summary(results)
     print_summary(counts, len(students))
-    unlocked = open_training_gate(root)
+    unlocked = open_training_gate(root, coursedir)
     seconds = time.perf_counter() - started
     summary = summary_json(students, counts, results, round(seconds, 1))
     summary["training_unlocked"] = unlocked

@@ -1,4 +1,11 @@
-"""Write the example class: ``submitted/<student>/attention/attention.ipynb``.
+"""Write the example class: ``example/submitted/<student>/attention/attention.ipynb``.
+
+The example class is a course of its own, ``example/`` (``example/nbgrader_config.py``),
+apart from the instructor's course at the repository root: its students never mix with
+real ones. Beside each notebook, ``timestamp.txt`` says when the student submitted (the
+file ``nbgrader submit`` and ``nbgrader collect`` write, read by ``nbgrader autograde``):
+every student handed in before the due date ``DUE_DATE`` except one, late by
+``LATE[student]``, whom nbgrader's late penalty (``nbgrader_config.py``) costs points.
 
 Every submission is the released notebook (``release/attention/attention.ipynb``) with its
 solution cells filled in the way a student fills them: nbgrader's stub (``# YOUR CODE
@@ -33,16 +40,17 @@ student_deleted_hidden_cell               everything right, but the hidden cell
 
 The output is deterministic (same release, reference and source notebook, same bytes);
 ``tests/test_submissions.py`` proves the committed class is what this writes. The score
-each student must get is in ``submitted/EXPECTED.json``.
+each student must get, and the late penalty, are in ``example/EXPECTED.json``.
 
 Usage, from the repository root::
 
-    python -m tools.make_submissions            # (re)write submitted/<student>/...
+    python -m tools.make_submissions            # (re)write example/submitted/<student>/...
     python -m tools.make_submissions --check    # exit 1 if the committed class is stale
 """
 
 import argparse
 import copy
+import datetime
 import inspect
 import re
 import sys
@@ -57,7 +65,19 @@ ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "attention"
 RELEASE = ROOT / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 SOURCE = ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-SUBMITTED = ROOT / "submitted"
+SUBMITTED = ROOT / "example" / "submitted"
+
+# The example class's due date, as nbgrader takes it (``nbgrader db assignment add
+# attention --duedate=...``); ``tools/demo.py`` records it in the example gradebook.
+DUE_DATE = "2025-03-14 17:00:00 UTC"
+# nbgrader's timestamp format (``c.Exchange.timestamp_format``, the one ``nbgrader
+# submit`` writes into ``timestamp.txt``).
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
+# How long before the due date each student handed in, one minute apart, in the order of
+# ``STUDENTS`` (the first one 2 days early) ...
+EARLY_FIRST = datetime.timedelta(days=2)
+# ... except the late one: submitted this long after the due date.
+LATE = {"student_heads_merged_wrong": datetime.timedelta(hours=3)}
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # nbgrader's default code stub
@@ -245,26 +265,56 @@ def build(release_path=RELEASE, source_path=SOURCE):
     return out
 
 
+def due_date():
+    """``DUE_DATE`` as an aware UTC ``datetime``."""
+    return datetime.datetime.strptime(DUE_DATE.removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S") \
+        .replace(tzinfo=datetime.timezone.utc)
+
+
+def timestamps():
+    """``{student: timestamp.txt text}``: when each student submitted, in nbgrader's format
+    (``"2025-03-12 17:00:00.000000 UTC"``); the students of ``LATE`` after the due date,
+    the others before it."""
+    due, out = due_date(), {}
+    for i, student in enumerate(STUDENTS):
+        when = due + LATE[student] if student in LATE else \
+            due - EARLY_FIRST + datetime.timedelta(minutes=i)
+        out[student] = when.strftime(TIMESTAMP_FORMAT) + "\n"
+    return out
+
+
 def path_of(student, root=SUBMITTED):
     return Path(root) / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 
 
+def timestamp_path_of(student, root=SUBMITTED):
+    return Path(root) / student / ASSIGNMENT / "timestamp.txt"
+
+
 def write(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
-    """Write every student's notebook under ``root``; returns the paths written."""
+    """Write every student's notebook and ``timestamp.txt`` under ``root``; returns the
+    paths written."""
     written = []
+    stamps = timestamps()
     for student, text in build(release_path, source_path).items():
         path = path_of(student, root)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        written.append(path)
+        timestamp_path_of(student, root).write_text(stamps[student], encoding="utf-8")
+        written += [path, timestamp_path_of(student, root)]
     return written
 
 
 def stale(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
-    """Students whose committed notebook differs from what ``write`` would write."""
+    """Students whose committed notebook or ``timestamp.txt`` differs from what ``write``
+    would write."""
+    stamps = timestamps()
+
+    def differs(path, text):
+        return not path.exists() or path.read_text(encoding="utf-8") != text
+
     return [s for s, text in build(release_path, source_path).items()
-            if not path_of(s, root).exists()
-            or path_of(s, root).read_text(encoding="utf-8") != text]
+            if differs(path_of(s, root), text) or differs(timestamp_path_of(s, root), stamps[s])]
 
 
 def main(argv=None):
