@@ -28,3 +28,6 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # nbgrader's CourseDirectory takes as they are).
 c.CourseDirectory.source_directory = os.path.join(KIT, "source")
 c.CourseDirectory.release_directory = os.path.join(KIT, "release")
+# Its own exchange (git-ignored): releasing `training` to the example students, as the demo
+# does, never reaches the instructor's exchange.
+c.Exchange.root = os.path.join(HERE, "exchange")

@@ -28,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # What a copy of the course needs for the builders and for build_all.
 COURSE_FILES = ("tools", "notebooks", "solutions", "grader_tests", "source", "release",
-                "submitted", "nbgrader_config.py")
+                "example", "nbgrader_config.py")
 
 
 def run(cwd, *args, timeout=900):
@@ -113,7 +113,7 @@ def test_build_all_check_passes_on_the_repository():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "everything is up to date" in done.stdout
     for step in ("source/attention/", "source/training/", "release/attention/",
-                 "release/training/", "submitted/"):
+                 "release/training/", "example/submitted/"):
         assert f"{step}: up to date" in done.stdout, done.stdout
 
 
@@ -153,7 +153,7 @@ def test_editing_a_visible_test_rebuilds_the_training_gate_the_releases_and_the_
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for path in ("source/attention/attention.ipynb", "source/training/training.ipynb",
                  "release/attention/attention.ipynb", "release/training/training.ipynb",
-                 "submitted/student_correct/attention/attention.ipynb"):
+                 "example/submitted/student_correct/attention/attention.ipynb"):
         assert f"wrote: {path}" in done.stdout, done.stdout
     assert "a token always sees itself" in released_attention.read_text(encoding="utf-8")
     after = gate_digest(released_training, "causal_mask_visible_test")
@@ -161,7 +161,7 @@ def test_editing_a_visible_test_rebuilds_the_training_gate_the_releases_and_the_
     assert after == cell_digest(released_attention, "causal_mask_visible_test")
     assert after == gate_digest(course / "source" / "training" / "training.ipynb",
                                 "causal_mask_visible_test")
-    student = course / "submitted" / "student_correct" / "attention" / "attention.ipynb"
+    student = course / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
     assert cell_digest(student, "causal_mask_visible_test") == after
 
     done = run(course, "-m", "tools.build_all", "--check")

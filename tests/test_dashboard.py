@@ -351,7 +351,7 @@ def test_batch_writes_the_dashboard_with_its_logged_faults(tmp_path):
     shutil.copytree(ROOT / "source" / A, root / "source" / A)
     shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
     student = "student_heads_merged_wrong"
-    shutil.copytree(ROOT / "submitted" / student, root / "submitted" / student)
+    shutil.copytree(ROOT / "example" / "submitted" / student, root / "submitted" / student)
     done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", A,
                            "--force"], cwd=root, env=kit_env(), capture_output=True,
                           text=True, timeout=600)

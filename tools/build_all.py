@@ -9,7 +9,7 @@
 3. ``release/attention/`` and ``release/training/``: what ``nbgrader generate_assignment``
    makes of each source, run in a temporary copy of the course (its own gradebook: the
    instructor's ``gradebook.db`` is neither read nor written);
-4. ``submitted/``, the example class, written from the attention release
+4. ``example/submitted/``, the example class, written from the attention release
    (``tools/make_submissions.py``).
 
 With ``--check`` nothing is written: each step compares what it would write from the
@@ -135,7 +135,7 @@ def run(check: bool, out=sys.stdout) -> int:
                  ("source/training/", lambda: step_notebook(build_training_notebook, check))]
         steps += [(f"release/{a}/", lambda a=a: step_release(a, check, Path(scratch)))
                   for a in ASSIGNMENTS]
-        steps += [("submitted/", lambda: step_submissions(check))]
+        steps += [("example/submitted/", lambda: step_submissions(check))]
         for label, step in steps:
             try:
                 paths = step()

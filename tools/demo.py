@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example"
 EXAMPLE_COURSE_ID = "attention-kit-example"
 GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summary.json",
-             "unlocked")
+             "unlocked", "exchange", "dashboard", "batch_log.jsonl", ".grading_chosen")
 # Seconds a retry of one student on the command line may take before the demo gives up.
 RETRY_TIME_LIMIT = 600
 
