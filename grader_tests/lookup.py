@@ -313,8 +313,11 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
     (``reference``'s). A function that computes its answer follows the input: if it is
     right at the graders' input to within ``RIGHT``, it is right at the moved input too
     (the contract's functions are smooth, docs/contract.md §2). A function right at the
-    graders' input and wrong by more than ``WRONG`` (100 times ``RIGHT``) a step away
-    answers from the input's identity, not its value. Calls where ``fn`` is not right on
+    graders' input and wrong by more than ``WRONG`` (100 times ``RIGHT``) a step away,
+    where its answer moved less than a tenth as much as the contract's, answers from the
+    input's identity, not its value. (A wrong but honest function can be right on a
+    degenerate input, a zero query or a row of equal entries, where its mistake happens
+    to vanish; a step away it is wrong too, but its answer moves with the input.) Calls where ``fn`` is not right on
     the graders' input are left to the checks; calls where the contract's answer hardly
     moves (a flat spot), or where the reference itself fails on the moved input, give no
     verdict. The move is drawn from the operating system's entropy at every run; an
@@ -385,7 +388,13 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
                     f"{relative:.1g}, where the correct answer exists: its answers follow "
                     f"the exact input (a lookup of stored answers?), not a computation")
         there = _error(mine_moved, theirs_moved)
-        if there is not None and there > WRONG:
+        followed = _error(mine_moved, mine)
+        # Wrong there, and its answer hardly moved while the contract's did: a wrong but
+        # honest function that happens to be right on a degenerate input (a zero query, a
+        # row of equal entries) is wrong a step away too, but its answer moves with the
+        # input, as the contract's does.
+        if there is not None and there > WRONG and followed is not None \
+                and followed < 0.1 * moved_by:
             return (f"it gave the right answer on one of the graders' inputs (error "
                     f"{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
                     f"largest entry) on the same input moved by a relative {relative:.1g}, "
