@@ -24,6 +24,16 @@
 # Once this assignment passes, the `training` assignment opens: you will train a small
 # decoder built from these functions to copy and to sort sequences.
 #
+# The assignment follows lesson 95 of an Italian machine-learning course, *L'attenzione,
+# derivata per intero: query, chiave, valore e il blocco Transformer scritto da zero*
+# ([federicocalo.dev](https://federicocalo.dev)): where a cell says "the lesson", it means
+# that article, its figures and its notation.
+#
+# **Before you start**, install what this notebook and its checks use, in the environment
+# Jupyter runs in: `python -m pip install -r requirements-student.txt` (from the course's
+# files: JupyterLab, NumPy, matplotlib and nbgrader, at the versions the graders use), then
+# start `jupyter lab`. nbgrader gives you the *Assignments* tab and the **Validate** button.
+#
 # ### Conventions
 #
 # Shape letters, used in every docstring and comment:
@@ -167,6 +177,29 @@ def numerical_gradient(loss, x, eps=1e-6):
         x[i] = old
         grad[i] = (up - down) / (2 * eps)
     return grad
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_figures_text", "locked": true, "schema_version": 3, "solution": false}
+# ### Figures
+#
+# The cells of *The lesson, live* that draw figures use matplotlib through the function
+# `show` defined below. Run this cell once, after the setup cell.
+
+# %% nbgrader={"grade": false, "grade_id": "lesson_figures", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
+"""The lesson, live: show(figure) draws a matplotlib figure as a PNG image under the cell."""
+import matplotlib
+
+matplotlib.use("Agg")  # drawn to PNG and displayed as an image: the same in JupyterLab, Validate and feedback
+import matplotlib.pyplot as plt
+from IPython.display import Image, display
+
+
+def show(figure):
+    """Display ``figure`` as a PNG image under the cell, then close it."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(figure)
+    display(Image(data=buffer.getvalue(), format="png"))
 
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "softmax_text", "locked": true, "schema_version": 3, "solution": false}
@@ -561,6 +594,50 @@ with time_limit(30):
     print(f"uniform weights (the most sum p(1 - p) can be):          {1 - 1 / T:.4f}")
     del Q, K, S, P
 
+# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_saturation_text", "locked": true, "schema_version": 3, "solution": false}
+# ### The lesson, live: saturation as $d_k$ grows
+#
+# The same measurement for every width from $d_k = 4$ to $512$, as a figure: the largest
+# weight of a row and the sensitivity $\sum_j p_j (1 - p_j)$, averaged over 100 draws of
+# $T = 64$ queries and keys, with and without the factor $1/\sqrt{d_k}$, computed with your
+# `softmax`. Without the factor the largest weight climbs towards 1 and the sensitivity falls
+# towards 0 as $d_k$ grows; with it both stay where they are at $d_k = 4$.
+
+# %% nbgrader={"grade": false, "grade_id": "lesson_saturation", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
+"""The lesson, live: the largest weight and sum p(1 - p) against d_k, with and without 1/sqrt(d_k)."""
+with time_limit(8):
+    rng = np.random.default_rng(2)
+    n_draws, T = 100, 64
+    widths = [4, 8, 16, 32, 64, 128, 256, 512]
+    Q = rng.standard_normal((n_draws, T, widths[-1]))         # (draws, T, d_k): the first d_k
+    K = rng.standard_normal((n_draws, T, widths[-1]))         # columns serve each width
+    curves = {False: ([], []), True: ([], [])}                # scale -> (largest weight, sensitivity)
+    for d_k in widths:
+        S = np.einsum("bqd,bkd->bqk", Q[..., :d_k], K[..., :d_k])   # (draws, T, T)
+        for scale in (False, True):
+            P = softmax(S / math.sqrt(d_k) if scale else S)
+            curves[scale][0].append(P.max(axis=-1).mean())
+            curves[scale][1].append((P * (1 - P)).sum(axis=-1).mean())
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+    for scale, style, label in ((False, "o-", "scores q.k"), (True, "s-", "scores q.k / sqrt(d_k)")):
+        left.plot(widths, curves[scale][0], style, label=label)
+        right.plot(widths, curves[scale][1], style, label=label)
+    right.axhline(1 - 1 / T, color="grey", linestyle=":", label="uniform weights, 1 - 1/T")
+    for axis, title in ((left, "largest weight of a row"), (right, "sensitivity: sum p (1 - p)")):
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("d_k")
+        axis.set_title(title)
+        axis.set_ylim(0, 1.02)
+        axis.grid(alpha=0.3)
+    left.legend(loc="center left")
+    figure.suptitle(f"Your softmax on T = {T} random queries and keys, mean of {n_draws} draws")
+    show(figure)
+    print("  d_k   largest weight (unscaled, scaled)   sum p(1 - p) (unscaled, scaled)")
+    for i, d_k in enumerate(widths):
+        print(f"{d_k:5d}        {curves[False][0][i]:.4f}   {curves[True][0][i]:.4f}"
+              f"                   {curves[False][1][i]:.4f}   {curves[True][1][i]:.4f}")
+    del Q, K, S, P
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_mask_order_text", "locked": true, "schema_version": 3, "solution": false}
 # ### The lesson, live: mask before the softmax, not after
 #
@@ -586,6 +663,84 @@ with time_limit(10):
         print("weights, zeroed after the softmax:\n", after)
         print("row sums, before:", before.sum(axis=-1))
         print("row sums, after: ", after.sum(axis=-1))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_mask_figure_text", "locked": true, "schema_version": 3, "solution": false}
+# The same two weight matrices as pictures: each row is a query, each column a key, and the
+# number in a cell is its weight. Masked before the softmax, every row spreads a total weight
+# of 1 over the keys it may see; zeroed after it, the rows lose what the future keys held.
+
+# %% nbgrader={"grade": false, "grade_id": "lesson_mask_figure", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
+"""The lesson, live: the weights of the causal example above, masked before and zeroed after the softmax."""
+with time_limit(10):
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    for axis, weights, title in ((axes[0], before, "masked before the softmax"),
+                                 (axes[1], after, "zeroed after the softmax (trap 2)")):
+        axis.imshow(weights, cmap="Blues", vmin=0, vmax=1)
+        for i in range(weights.shape[0]):
+            for j in range(weights.shape[1]):
+                axis.text(j, i, f"{weights[i, j]:.2f}", ha="center", va="center",
+                          color="white" if weights[i, j] > 0.6 else "black", fontsize=9)
+        axis.set_xticks(range(weights.shape[1]))
+        axis.set_yticks(range(weights.shape[0]),
+                        [f"query {i} (sum {s:.2f})" for i, s in enumerate(weights.sum(axis=-1))])
+        axis.set_xlabel("key")
+        axis.set_title(title)
+    show(figure)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_cost_text", "locked": true, "schema_version": 3, "solution": false}
+# ### The lesson, live: the $T^2$ cost
+#
+# The next cell times your `scaled_dot_product_attention` with a causal mask, one sequence,
+# $d_k = 64$, float64, for $T$ from 128 to 2048, and keeps the fastest of a few runs of each
+# (the machine's other work can only make a run slower). It fits a straight line to
+# $\log(\text{time})$ against $\log T$: a cost that grows as $T^2$ has slope 2, and each
+# doubling of $T$ multiplies the time by 4. The lesson measured slopes between 1.97 and 2.06
+# on $T$ = 128, 512 and 2048. Your times depend on your machine, and so can the slope: once
+# the $T \times T$ arrays outgrow the processor's cache (8 MiB each at $T = 1024$), every
+# entry costs more than while they fit, and the doublings past that point cost more than 4
+# times (a slope of about 2.5 is common). A slope far below 2 means the small sizes were
+# slowed by something else: the machine was busy, or NumPy ran its products on several
+# threads; run the cell again.
+
+# %% nbgrader={"grade": false, "grade_id": "lesson_cost", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
+"""The lesson, live: time of scaled_dot_product_attention against T, and the slope of the log-log fit."""
+import time
+
+with time_limit(8):
+    rng = np.random.default_rng(3)
+    d_k = 64
+    lengths, repeats, best = [128, 256, 512, 1024, 2048], [50, 30, 15, 6, 3], []
+    print("    T   runs   fastest (ms)   T x T weights (MiB)")
+    for T, runs in zip(lengths, repeats):
+        Q, K, V = (rng.standard_normal((T, d_k)) for _ in range(3))
+        mask = causal_mask(T)
+        scaled_dot_product_attention(Q, K, V, mask=mask)          # a first run, not timed
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            scaled_dot_product_attention(Q, K, V, mask=mask)
+            times.append(time.perf_counter() - start)
+        best.append(min(times))
+        print(f"{T:5d}   {runs:4d}   {1000 * best[-1]:12.2f}   {T * T * 8 / 2**20:19.2f}")
+    slope, intercept = np.polyfit(np.log(lengths), np.log(best), 1)
+    print(f"slope of log(time) against log(T): {slope:.2f}   (T^2: 2; the lesson: 1.97 to 2.06)")
+    for shorter, longer, t0, t1 in zip(lengths, lengths[1:], best, best[1:]):
+        print(f"  T {shorter} -> {longer}: time x {t1 / t0:.1f}   (T^2: x 4)")
+    figure, axis = plt.subplots(figsize=(6, 4), layout="constrained")
+    axis.loglog(lengths, [1000 * t for t in best], "o", label="your function (fastest run)")
+    fitted = np.exp(intercept) * np.array(lengths, dtype=float) ** slope
+    axis.loglog(lengths, 1000 * fitted, "-", label=f"fitted line, slope {slope:.2f}")
+    axis.loglog(lengths, 1000 * best[0] * (np.array(lengths) / lengths[0]) ** 2, ":",
+                color="grey", label="slope 2 (T^2)")
+    axis.minorticks_off()
+    axis.set_xticks(lengths, [str(T) for T in lengths])
+    axis.set_xlabel("T (tokens)")
+    axis.set_ylabel("time (ms)")
+    axis.set_title(f"scaled_dot_product_attention, causal mask, d_k = {d_k}, float64")
+    axis.legend()
+    axis.grid(alpha=0.3, which="both")
+    show(figure)
+    del Q, K, V, mask
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "exercise_weight_ratio_text", "locked": true, "schema_version": 3, "solution": false}
 # ## Exercise 1: how far apart are two weights? ({{ points: exercise_weight_ratio }})

@@ -18,6 +18,14 @@
 # %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false}
 # # Assignment `training`: a decoder that learns to copy and to sort
 #
+# This assignment follows the second half of lesson 95 of an Italian machine-learning
+# course, *L'attenzione, derivata per intero: query, chiave, valore e il blocco Transformer
+# scritto da zero* ([federicocalo.dev](https://federicocalo.dev)); "the lesson" below is
+# that article. It needs matplotlib besides NumPy (`python -m pip install -r
+# requirements-student.txt` installs everything the course uses). Keep this `training`
+# folder next to your `attention` folder: the gate reads `../attention/attention.ipynb`, or
+# the notebook named by `%env ATTENTION_NOTEBOOK=/path/to/attention.ipynb` run before it.
+#
 # The cell above is **the gate**. It loaded the attention functions you wrote in assignment
 # `attention` and ran that notebook's visible checks on them; if it printed *Gate open*,
 # they are defined in this notebook and the rest of it runs on **your** code. If it stopped,
