@@ -25,6 +25,8 @@ import contextvars
 import copy
 import functools
 import io
+import math
+import operator
 import signal
 import sys
 import threading
@@ -515,6 +517,109 @@ def callees(name: str, target: Callable) -> dict[str, Callable]:
     """
     return rebound_many({other: getattr(reference, other) for other in allowed_callees(name)},
                         {name: target}, vars(reference))
+
+
+# Most elements any one array the reference may make when it answers, in the grader's
+# process, a callback of the student's process (a graded name the function under test
+# builds on, ``callees``): 2**22, 32 MiB as float64. The graders' own inputs are far below
+# it; a bigger request is refused before the reference runs (``callee_elements``).
+CALLBACK_MAX_ELEMENTS = 2**22
+
+
+class CalleeTooLarge(MemoryError):
+    """A callback the grader refuses to compute: what it would allocate is past
+    ``CALLBACK_MAX_ELEMENTS`` (a ``MemoryError``, as the worker's own cap raises)."""
+
+
+def _shape(value: object) -> tuple[int, ...]:
+    """``np.shape(value)``, or ``()`` for a value that is no array (ragged, an object)."""
+    try:
+        return tuple(int(n) for n in np.shape(value))
+    except Exception:
+        return ()
+
+
+def _count(value: object) -> int:
+    """A non-negative int for an integer argument (a length, a number of heads), else 0."""
+    try:
+        return max(int(operator.index(value)), 0)
+    except Exception:
+        return 0
+
+
+def _broadcast_size(*shapes: tuple[int, ...]) -> int:
+    """Elements of the broadcast of ``shapes``; 0 when they do not broadcast (the
+    reference then raises before it allocates it)."""
+    try:
+        return math.prod(np.broadcast_shapes(*shapes))
+    except Exception:
+        return 0
+
+
+def callee_elements(name: str, args: list | tuple, kwargs: dict) -> int:
+    """Upper estimate of the elements of the largest array the reference ``name`` makes on
+    ``(args, kwargs)``, read from the arguments' shapes and integers only (nothing is
+    computed): the inputs' total size, or the output the contract gives the function
+    (docs/contract.md) when it is bigger than its inputs: ``causal_mask(T)`` (T, T),
+    ``padding_mask(lengths, T)`` (B, T), ``combine_masks`` (B, T, T),
+    ``scaled_dot_product_attention`` the scores (..., T_q, T_k), ``sinusoidal_positions``
+    (T, d), ``multi_head_attention`` and ``attention_forward`` (B, h, T, T).
+
+    Args:
+        name: the graded name the reference answers for.
+        args, kwargs: the arguments as received from the student's process.
+
+    Returns:
+        int, number of elements (not bytes).
+    """
+    values = list(args) + list(kwargs.values())
+    total = sum(math.prod(_shape(v)) for v in values)
+
+    def arg(position: int, key: str) -> object:
+        return args[position] if len(args) > position else kwargs.get(key)
+
+    made = 0
+    if name == "causal_mask":
+        made = _count(arg(0, "T")) ** 2
+    elif name == "padding_mask":
+        made = max(math.prod(_shape(arg(0, "lengths"))), 1) * _count(arg(1, "T"))
+    elif name == "sinusoidal_positions":
+        made = _count(arg(0, "T")) * _count(arg(1, "d"))
+    elif name == "combine_masks":
+        causal, padding = _shape(arg(0, "causal")), _shape(arg(1, "padding"))
+        if padding:
+            made = _broadcast_size((1,) + causal, padding[:1] + (1,) + padding[1:])
+    elif name == "scaled_dot_product_attention":
+        q, k = _shape(arg(0, "Q")), _shape(arg(1, "K"))
+        if len(q) >= 2 and len(k) >= 2:
+            try:
+                scores = tuple(np.broadcast_shapes(q[:-2], k[:-2])) + (q[-2], k[-2])
+            except ValueError:
+                scores = ()  # the reference raises before it makes the scores
+            if scores:
+                made = _broadcast_size(scores, _shape(arg(3, "mask")))
+    elif name in ("multi_head_attention", "attention_forward"):
+        x = _shape(arg(0, "X" if name == "multi_head_attention" else "x"))
+        heads = _count(arg(5, "n_heads") if name == "multi_head_attention"
+                       else arg(2, "n_heads"))
+        if len(x) >= 2:
+            made = math.prod(x[:-2]) * max(heads, 1) * x[-2] ** 2
+    return max(total, made)
+
+
+def check_callee_size(name: str, args: list | tuple, kwargs: dict) -> None:
+    """Refuse a callback whose reference answer would be too big to compute here.
+
+    Raises:
+        CalleeTooLarge: ``callee_elements`` is past ``CALLBACK_MAX_ELEMENTS``; the message
+            names the callee and the sizes, for the student.
+    """
+    elements = callee_elements(name, args, kwargs)
+    if elements > CALLBACK_MAX_ELEMENTS:
+        raise CalleeTooLarge(
+            f"{name} was called with arguments that would make an array of {elements} "
+            f"elements; a graded function called from another one while it is graded may "
+            f"make at most {CALLBACK_MAX_ELEMENTS}")
 
 
 def isolate(fn: Callable, namespace: dict, name: str) -> Callable:

@@ -20,9 +20,12 @@ a first markdown cell (``autograde.NoteChosenNotebook``), which the feedback sho
 nbgrader grades only ``submitted/<student>/<assignment>/<assignment>.ipynb``. When the
 chosen notebook has another name, the hook copies it there; a student's own file of that
 name is first moved, unchanged, to ``<course>/.grading_chosen/<student>/<assignment>/``,
-where the kit also keeps the digests of the copies it wrote (so that a copy is never
-mistaken for the student's work, and nothing in a notebook can pass for a copy) and the
-note. Symbolic links in the submission folder are moved there too: nbgrader would copy
+where the kit also keeps what identifies the one copy it wrote last (so that a copy is
+never mistaken for the student's work) and the note. The copy is known by the file itself,
+never by its bytes: its device and inode, its change time (which only the system sets), a
+modification time the kit drew at random when it wrote it, its size and its digest. Any
+notebook written into the folder later (a resubmission, whatever its bytes, even those of
+an earlier copy) is another file, so it is the student's. Symbolic links in the submission folder are moved there too: nbgrader would copy
 the files they point at into the grading folder.
 """
 
@@ -33,8 +36,10 @@ import hashlib
 import html
 import json
 import os
+import secrets
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, read_cells  # noqa: F401
@@ -43,7 +48,7 @@ STUB = "raise NotImplementedError"
 # Where nbgrader's path puts the chosen notebook under the expected name, per course
 # (``<course>/<STAGING>/<student>/<assignment>/``); the student's files are never changed.
 STAGING = ".grading_chosen"
-COPIES = "copies.json"   # in the staging folder: digests of the copies the kit wrote
+COPIES = "copy.json"     # in the staging folder: what identifies the copy the kit wrote
 NOTE = "note.md"         # in the staging folder: the note of the last choice
 NOTE_MARK = "**[grading]**"
 
@@ -104,24 +109,48 @@ def _digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def _copies(folder: str) -> set[str]:
-    """Digests of the copies the kit wrote into ``folder`` (its staging manifest)."""
+def _identity(path: str) -> dict:
+    """What identifies the file at ``path`` (not followed if a link): device, inode,
+    change and modification times in ns, size, and the SHA-256 of its bytes."""
+    info = os.lstat(path)
+    return {"device": info.st_dev, "inode": info.st_ino, "ctime_ns": info.st_ctime_ns,
+            "mtime_ns": info.st_mtime_ns, "size": info.st_size, "sha256": _digest(path)}
+
+
+def _recorded_copy(folder: str) -> dict | None:
+    """The identity of the copy the kit last wrote into ``folder`` (staging), or None."""
     try:
         with open(os.path.join(staging_of(folder), COPIES), encoding="utf-8") as f:
-            return set(json.load(f))
-    except (OSError, ValueError, TypeError):
-        return set()
+            found = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _mark_as_copy(path: str) -> dict:
+    """Give the copy just written at ``path`` a modification time drawn at random within
+    the last second (no one outside the grading machine can know it) and return its
+    identity."""
+    now = time.time_ns()
+    stamp = now - secrets.randbelow(10**9)
+    os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
+    return _identity(path)
 
 
 def is_grading_copy(path: str) -> bool:
-    """True if ``path`` is the copy the kit wrote into its folder: it bears the folder's
-    ``<assignment>.ipynb`` name (the only name the kit writes) and, byte for byte, a digest
-    of the folder's staging manifest, out of the student's reach."""
+    """True if ``path`` is the very file the kit wrote as its copy into its folder: named
+    ``<assignment>.ipynb`` (the only name the kit writes), a regular file, and the same
+    device, inode, change and modification times, size and digest as recorded in the
+    folder's staging manifest, out of the student's reach. A file written later, whatever
+    its bytes, has another change time: it is the student's."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.basename(path) != f"{os.path.basename(folder)}.ipynb":
         return False
+    recorded = _recorded_copy(folder)
+    if recorded is None:
+        return False
     try:
-        return not os.path.islink(path) and _digest(path) in _copies(folder)
+        return not os.path.islink(path) and _identity(path) == recorded
     except OSError:
         return False
 
@@ -253,12 +282,12 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
                 shutil.move(target, kept)
                 said.append(f"the {assignment_id}.ipynb handed in is kept unchanged at "
                             f"{os.path.relpath(kept, course)}")
-            copies = _copies(folder) | {_digest(temporary)}
             os.replace(temporary, target)
             temporary = None
+            identity = _mark_as_copy(target)
             os.makedirs(staging, exist_ok=True)
             with open(os.path.join(staging, COPIES), "w", encoding="utf-8") as f:
-                json.dump(sorted(copies), f)
+                json.dump(identity, f)
         if links:
             said.append("symbolic links are not graded and were set aside: "
                         + ", ".join(links))

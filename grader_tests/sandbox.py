@@ -11,10 +11,20 @@ Per call: a time limit (the check's, enforced here; the worker is killed and res
 with the submission reloaded), an address-space cap in the worker (``MemoryError`` there),
 and any exit of the worker (``sys.exit``, ``os._exit``, a signal) is a ``crash`` of that
 call, after which the worker is restarted.
+
+Callbacks: the student's function may call the graded names it builds on
+(``guard.CALLEES``), answered here by the reference, and the functions of ours a check
+passed. What the worker may not do, it cannot have done here: a callback is refused before
+it runs when its answer would be too big (``guard.check_callee_size``, from the arguments'
+shapes) or, once computed, when its message would pass ``MAX_MESSAGE_BYTES``; it runs
+within the deadline of the call that asked for it. A refusal reaches the student's code as
+a ``MemoryError`` with the reason; the grader goes on.
 """
 
+import contextlib
 import os
 import select
+import signal
 import shutil
 import socket
 import struct
@@ -30,7 +40,7 @@ from solutions.training import ModelConfig
 from . import assignments, config, evidence, jail, wire
 from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
 from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
-                    allowed_callees, callees)
+                    allowed_callees, callees, check_callee_size, time_limit)
 from .report import CheckResult, FunctionResult, tampering_flags
 from .runner import grade_namespace
 
@@ -246,7 +256,18 @@ class Sandbox:
     def _send(self, message):
         """Send ``message`` to the worker within the current call's deadline (a worker
         that stops reading cannot hold the grader)."""
-        data = self._dumps(message)
+        self._send_bytes(self._dumps(message))
+
+    def _send_bytes(self, data):
+        """Send one encoded message (``_send``), framed as ``multiprocessing.connection``
+        frames it), at most ``MAX_MESSAGE_BYTES`` as every message received.
+
+        Raises:
+            MemoryError: ``data`` is longer than ``MAX_MESSAGE_BYTES`` (nothing is sent).
+        """
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise MemoryError(f"a message of {len(data)} bytes, more than the "
+                              f"{MAX_MESSAGE_BYTES} the socket carries")
         header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else \
             struct.pack("!i", -1) + struct.pack("!Q", len(data))
         view = memoryview(header + data)
@@ -294,13 +315,36 @@ class Sandbox:
                         "message": "not available"})
             return
         try:
-            value = fn(*args, **kwargs)
-            self._send({"op": "callback-result", "value": value})
+            check_callee_size(self._callee_name(name, fn), args, kwargs)
+            remaining = (self.deadline - time.monotonic() if self.deadline is not None
+                         else BACKSTOP_SECONDS)
+            if remaining <= 0:
+                raise StudentTimeout()
+            # the call's own deadline, not a fresh one (an alarm already armed around
+            # this call, e.g. ``core.call``'s, is left to stop it)
+            armed = hasattr(signal, "getitimer") and signal.getitimer(signal.ITIMER_REAL)[0] > 0
+            with contextlib.nullcontext() if armed else time_limit(remaining):
+                value = fn(*args, **kwargs)
+            data = self._dumps({"op": "callback-result", "value": value})
+            if len(data) > MAX_MESSAGE_BYTES:
+                raise MemoryError(
+                    f"the answer of {self._callee_name(name, fn)} would be {len(data)} "
+                    f"bytes on the wire, more than the {MAX_MESSAGE_BYTES} a message may "
+                    f"hold")
+            self._send_bytes(data)
         except (StudentTimeout, WorkerDied):
             raise
-        except Exception as exc:
-            self._send({"op": "callback-error", "type": type(exc).__name__,
-                        "message": str(exc)})
+        except Exception as exc:  # sent as its nearest builtin class (a refused size:
+            kind = next(k for k in type(exc).__mro__ if k.__module__ == "builtins")
+            self._send({"op": "callback-error", "type": kind.__name__,  # MemoryError)
+                        "message": str(exc)[:2000]})
+
+    def _callee_name(self, key, fn):
+        """The graded name a callback answers for: the callee's name, or for a function of
+        ours the grader passed, its own ``__name__``."""
+        if key in self.callees:
+            return key
+        return str(getattr(fn, "__name__", key))
 
     def call(self, name, args, kwargs, time_limit=CHECK_TIME_LIMIT):
         """Call the submission's ``name``; return ``(result, args_after, kwargs_after)``.
