@@ -668,7 +668,7 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
 
     for stem, title in FIGURES.items():
         uri = "data:image/svg+xml;base64," + base64.b64encode(svgs[stem]).decode("ascii")
-        out += [f'<h2 id="{stem}">{E(title)}</h2>', f'<figure class="dashboard-figure">',
+        out += [f'<h2 id="{stem}">{E(title)}</h2>', '<figure class="dashboard-figure">',
                 f'<img src="{uri}" alt="{E(title)}">',
                 f'<figcaption>For slides: <code>{stem}.png</code>, <code>{stem}.svg</code> '
                 f"in this folder.</figcaption>", "</figure>"]

@@ -275,6 +275,8 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
 # that counts as right on the graders' own input, and the smallest error that counts as
 # wrong on the moved one (both relative to 1 + the largest entry of the contract's answer).
 MOVE = (3e-3, 5e-2)
+# The second, smaller step along the same direction, as a fraction of the first.
+SMALLER = 1.0 / 8
 RIGHT = 1e-6
 WRONG = 1e-4
 
@@ -317,7 +319,11 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
     where its answer moved less than a tenth as much as the contract's, answers from the
     input's identity, not its value. (A wrong but honest function can be right on a
     degenerate input, a zero query or a row of equal entries, where its mistake happens
-    to vanish; a step away it is wrong too, but its answer moves with the input.) Calls where ``fn`` is not right on
+    to vanish; a step away it is wrong too, but its answer moves with the input.) The
+    move is made twice along one direction, the second step ``SMALLER`` times the first:
+    a table whose misses fall back to anything else is wrong by as much at both steps,
+    while an honest function's error, where its mistake vanishes at the graders' input,
+    shrinks with the step; that counts too. Calls where ``fn`` is not right on
     the graders' input are left to the checks; calls where the contract's answer hardly
     moves (a flat spot), or where the reference itself fails on the moved input, give no
     verdict. The move is drawn from the operating system's entropy at every run; an
@@ -371,34 +377,54 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
         relative = float(np.exp(rng.uniform(np.log(MOVE[0]), np.log(MOVE[1]))))
         step_args = _direction(list(args), rng, relative=relative)
         step_kwargs = _direction(dict(kwargs), rng, relative=relative)
-        moved_args = _moved(list(args), step_args, 1.0)
-        moved_kwargs = _moved(dict(kwargs), step_kwargs, 1.0)
-        try:
-            theirs_moved = reference(*copy.deepcopy(moved_args), **copy.deepcopy(moved_kwargs))
-        except Exception:
-            continue
-        moved_by = _error(theirs_moved, theirs)
-        if moved_by is None or not math.isfinite(moved_by) or moved_by < 10 * WRONG:
-            continue  # the contract's answer hardly moves here (or leaves its domain)
-        try:
-            mine_moved = invoke(fn, copy.deepcopy(moved_args), copy.deepcopy(moved_kwargs))
-        except Exception as exc:
-            return (f"it gave the right answer on one of the graders' inputs but raised "
-                    f"{type(exc).__name__} when that input was moved by a relative "
-                    f"{relative:.1g}, where the correct answer exists: its answers follow "
-                    f"the exact input (a lookup of stored answers?), not a computation")
-        there = _error(mine_moved, theirs_moved)
-        followed = _error(mine_moved, mine)
-        # Wrong there, and its answer hardly moved while the contract's did: a wrong but
-        # honest function that happens to be right on a degenerate input (a zero query, a
-        # row of equal entries) is wrong a step away too, but its answer moves with the
-        # input, as the contract's does.
-        if there is not None and there > WRONG and followed is not None \
-                and followed < 0.1 * moved_by:
-            return (f"it gave the right answer on one of the graders' inputs (error "
-                    f"{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
-                    f"largest entry) on the same input moved by a relative {relative:.1g}, "
-                    f"where the correct answer moved by {moved_by:.2g}: its answers follow "
-                    f"the exact input (a lookup of the nearest stored answer?), not a "
-                    f"computation")
+        seen = {}
+        for scale in (1.0, SMALLER):  # the same direction, two step sizes
+            moved_args = _moved(list(args), step_args, scale)
+            moved_kwargs = _moved(dict(kwargs), step_kwargs, scale)
+            try:
+                theirs_moved = reference(*copy.deepcopy(moved_args),
+                                         **copy.deepcopy(moved_kwargs))
+            except Exception:
+                break
+            moved_by = _error(theirs_moved, theirs)
+            if moved_by is None or not math.isfinite(moved_by) \
+                    or moved_by < 10 * WRONG * scale:
+                break  # the contract's answer hardly moves here (or leaves its domain)
+            try:
+                mine_moved = invoke(fn, copy.deepcopy(moved_args), copy.deepcopy(moved_kwargs))
+            except Exception as exc:
+                return (f"it gave the right answer on one of the graders' inputs but raised "
+                        f"{type(exc).__name__} when that input was moved by a relative "
+                        f"{relative * scale:.1g}, where the correct answer exists: its answers "
+                        f"follow the exact input (a lookup of stored answers?), not a "
+                        f"computation")
+            there = _error(mine_moved, theirs_moved)
+            followed = _error(mine_moved, mine)
+            seen[scale] = (there, moved_by)
+            # Wrong there, and its answer hardly moved while the contract's did. (A wrong
+            # but honest function that happens to be right on a degenerate input, a zero
+            # query or a row of equal entries, is wrong a step away too, but its answer
+            # moves with the input as the contract's does.)
+            if there is not None and there > WRONG and followed is not None \
+                    and math.isfinite(followed) and followed < 0.1 * moved_by:
+                return (f"it gave the right answer on one of the graders' inputs (error "
+                        f"{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
+                        f"largest entry) on the same input moved by a relative "
+                        f"{relative * scale:.1g}, where the correct answer moved by "
+                        f"{moved_by:.2g} and its own hardly at all: its answers follow the "
+                        f"exact input (a lookup of the nearest stored answer?), not a "
+                        f"computation")
+        if len(seen) == 2:
+            (far, _), (near, _) = seen[1.0], seen[SMALLER]
+            # Wrong at both steps by as much at the smaller: the error does not shrink with
+            # the step, as an honest function's does where its mistake vanishes at the
+            # graders' input (like the step, or like its square root at a kink).
+            if far is not None and near is not None and far > WRONG and near > WRONG \
+                    and near >= 0.5 * far:
+                return (f"it gave the right answer on one of the graders' inputs (error "
+                        f"{here:.1g}) but wrong ones on the same input moved by a relative "
+                        f"{relative:.1g} (error {far:.2g}) and {relative * SMALLER:.1g} "
+                        f"(error {near:.2g}): an error that does not shrink with the step "
+                        f"means its answers follow the exact input (a lookup of stored "
+                        f"answers?), not a computation")
     return None

@@ -233,7 +233,6 @@ def test_output_past_the_budget_is_dropped_whatever_the_message_kind(course):
 def test_image_metadata_carries_no_script_into_the_feedback_page(course):
     """Attack 5 (module doc): ``width`` / ``height`` of a PNG output's metadata become
     event-handler attributes of the ``<img>`` tag of the feedback page."""
-    import re
 
     import nbformat
 
@@ -283,7 +282,6 @@ def test_an_image_with_odd_metadata_still_gets_its_feedback_page(course):
 def test_a_markdown_cell_calling_itself_the_note_is_shown_as_text(course):
     """Attack 7 (module doc): ``metadata.grading_note`` on a student's own markdown cell
     exempts it from the feedback page's sanitising."""
-    import re
 
     import nbformat
 

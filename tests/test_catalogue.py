@@ -40,7 +40,7 @@ import pytest
 
 from grader_tests.core import grade_function
 from grader_tests.faults import FAULTS
-from tests.catalogue import REFERENCE_SOURCE, SPEC_FUNCTIONS, build_namespace
+from tests.catalogue import SPEC_FUNCTIONS, build_namespace
 from tests.catalogue.buggy import BUGS
 from tests.catalogue.correct import CORRECT
 

@@ -286,7 +286,7 @@ def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
 
 
 def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_path,
-                                                                             gradebooks):
+                                                                             gradebooks):  # noqa: F811  (the fixture)
     """unlock(..., exchange=...) releases `training` to a course of each passing student's
     own, with nbgrader's permissions (outbound readable by all, inbound writable but not
     listable); a release the exchange refuses leaves that student out of the ledger with

@@ -5,7 +5,6 @@ fixed inputs alone. The graders repeat a few of their calls on nudged inputs
 student's own process and in the sandbox alike; honest functions are never flagged."""
 
 import copy
-import hashlib
 import inspect
 import pickle
 import textwrap
