@@ -30,7 +30,7 @@ COURSE_ID = "attention-kit"
 # Two students of the example class: every function right, and one trap (95.2 / 100).
 STUDENTS = {"alice": "student_correct", "bob": "student_mask_after_softmax"}
 # What each must score (the example class's EXPECTED.json: 100 and 95.2).
-EXPECTED = json.loads((ROOT_PATH / "submitted" / "EXPECTED.json").read_text())["students"]
+EXPECTED = json.loads((ROOT_PATH / "example" / "EXPECTED.json").read_text())["students"]
 
 
 def nbgrader(args: list[str], cwd: Path, env: dict | None = None, check: bool = True,
@@ -100,7 +100,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
         nbgrader(["fetch_assignment", "attention", "--course", COURSE_ID], home, env)
         fetched = home / "attention" / "attention.ipynb"
         assert fetched.read_bytes() == released
-        shutil.copy(ROOT_PATH / "submitted" / example / "attention" / "attention.ipynb", fetched)
+        shutil.copy(ROOT_PATH / "example" / "submitted" / example / "attention" / "attention.ipynb", fetched)
         nbgrader(["submit", "attention", "--course", COURSE_ID], home, env)
     inbound = sorted(p.name.split("+")[0] for p in (exchange / COURSE_ID / "inbound").iterdir())
     assert inbound == sorted(STUDENTS)
@@ -110,7 +110,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     for student, example in STUDENTS.items():
         submitted = course / "submitted" / student / "attention"
         assert (submitted / "attention.ipynb").read_bytes() == \
-            (ROOT_PATH / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
+            (ROOT_PATH / "example" / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
         assert (submitted / "timestamp.txt").is_file()
     nbgrader(["autograde", "attention", "--create"], course)
     nbgrader(["generate_feedback", "attention"], course)

@@ -57,6 +57,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -113,33 +114,44 @@ def _exchange_config(root: Path, course: str, exchange: str | Path, db_url: str 
     return config
 
 
-def release_to_exchange(release_dir: Path, exchange: str | Path, course: str) -> Path:
-    """Release the folder ``release_dir`` (``.../release/training``) through nbgrader's
-    exchange as assignment `training` of ``course`` (nbgrader's ``release_assignment``:
+def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
+                        config_dir: str | Path | None = None) -> Path:
+    """Release the folder ``release_dir`` through nbgrader's exchange as assignment
+    `training` of ``course`` (nbgrader's ``release_assignment``:
     ``<exchange>/<course>/outbound/training``, with the course's ``inbound`` for the
     submission), replacing an earlier release of that course.
 
+    nbgrader releases ``<root>/release/<assignment>`` only; the folder is copied into
+    that place in a private temporary course root, so that any folder (``--release``,
+    whatever its name or parent) is released as `training`.
+
     Args:
-        release_dir: the released notebook folder; its parent's parent is taken as the
-            course root (nbgrader reads ``<root>/release/training``).
+        release_dir: the released notebook folder (``release/training`` by default).
         exchange: the exchange root (created by nbgrader if missing).
         course: the exchange course (``exchange_course``).
+        config_dir: the folder whose ``nbgrader_config.py`` applies (its ``ignore``
+            list, ...); default: the course root ``release_dir.parent.parent``.
 
     Returns:
         The outbound folder written.
 
     Raises:
         nbgrader.exchange.ExchangeError: when nbgrader cannot write the exchange.
+        OSError: when ``release_dir`` cannot be read.
     """
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.exchange.default import ExchangeReleaseAssignment
 
-    root = release_dir.parent.parent
-    config = _exchange_config(root, course, exchange)
-    config.CourseDirectory.release_directory = release_dir.parent.name
-    config.ExchangeReleaseAssignment.force = True
-    coursedir = CourseDirectory(config=config)
-    ExchangeReleaseAssignment(coursedir=coursedir, authenticator=None, config=config).start()
+    config_root = Path(config_dir) if config_dir else Path(release_dir).parent.parent
+    with tempfile.TemporaryDirectory(prefix="unlock-training-") as staging:
+        shutil.copytree(release_dir, Path(staging) / "release" / ASSIGNMENT,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        config = _exchange_config(config_root, course, exchange)
+        config.CourseDirectory.root = staging
+        config.CourseDirectory.release_directory = "release"
+        config.ExchangeReleaseAssignment.force = True
+        coursedir = CourseDirectory(config=config)
+        ExchangeReleaseAssignment(coursedir=coursedir, authenticator=None, config=config).start()
     return Path(exchange) / course / "outbound" / ASSIGNMENT
 
 
@@ -322,7 +334,7 @@ def save_ledger(path, ledger):
 
 
 def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=None,
-           exchange=None, course_id=None):
+           exchange=None, course_id=None, config_dir=None):
     """Release `training` to every eligible student not released to before.
 
     Args:
@@ -335,6 +347,8 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
         exchange: nbgrader's exchange root, or None: each eligible student's release also
             goes there, to their course ``exchange_course(course_id, student)``.
         course_id: the course id (required with ``exchange``).
+        config_dir: the folder whose ``nbgrader_config.py`` the exchange transfer reads
+            (default: ``release_dir.parent.parent``).
 
     Returns:
         ``(newly, already, locked)``: lists of verdict dicts (see ``decide``).
@@ -365,7 +379,8 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
                 if exchange:
                     record["exchange_course"] = exchange_course(course_id, student)
                     try:
-                        release_to_exchange(release_dir, exchange, record["exchange_course"])
+                        release_to_exchange(release_dir, exchange, record["exchange_course"],
+                                            config_dir)
                     except Exception as exc:  # noqa: BLE001  (nbgrader's ExchangeError, OSError)
                         # not in the ledger: the next run releases to this student again
                         newly.pop()
@@ -449,7 +464,8 @@ def main(argv=None):
         with (Gradebook(db_url, course_id) if course_id else Gradebook(db_url)) as gradebook:
             newly, already, locked = unlock(gradebook, release_dir, unlocked_dir, threshold,
                                             dry_run=args.dry_run, exchange=exchange,
-                                            course_id=course_id)
+                                            course_id=course_id,
+                                            config_dir=args.root or os.getcwd())
             max_score = float(gradebook.find_assignment(GATE_ASSIGNMENT).max_score)
     except LookupError as exc:
         print(str(exc), file=sys.stderr)
