@@ -393,6 +393,7 @@ class TrustedGrades(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         from . import assignments
+        from .i18n import DEFAULT_LANGUAGE, _, check_language, use_language
         from .report import format_result
         from .sandbox import grade_isolated
         from .submission import assignment_of
@@ -410,9 +411,13 @@ class TrustedGrades(NbGraderPreprocessor):
                 assignment = assignment_of(path)
             started = time.perf_counter()
             jailed = jail.use_jail(jail.allowed_by_config(self.config))
+            # the course's language, from the configuration nbgrader loaded for the course
+            # (never from the submission's folder)
+            language = check_language(self.config.get("AttentionKit", {}).get("language")
+                                      or DEFAULT_LANGUAGE)
             results, cell_errors, flags = grade_isolated(path, assignment=assignment,
                                                          memory_mb=int(self.memory_mb),
-                                                         jailed=jailed)
+                                                         jailed=jailed, language=language)
             self.log.info("graded in the jail in %.1f s", time.perf_counter() - started)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -430,10 +435,11 @@ class TrustedGrades(NbGraderPreprocessor):
                     traceback=[f"{graded} is not a graded name of assignment {assignment}: "
                                f"this cell earns no points"])]
                 continue
-            report = format_result(result)
-            if flags:
-                report += "\n\nFlagged for the instructor's review:\n" + \
-                    "\n".join(f"  - {f}" for f in flags)
+            with use_language(language):
+                report = format_result(result)
+                if flags:
+                    report += "\n\n" + _("Flagged for the instructor's review:") + "\n" + \
+                        "\n".join(f"  - {f}" for f in flags)
             cell.outputs = [
                 nbformat.v4.new_output("stream", name="stdout", text=report + "\n"),
                 nbformat.v4.new_output("display_data", data={RESULT_MIME: result.to_json()}),

@@ -1,0 +1,172 @@
+"""The messages the kit's code writes, in the course's language (grader_tests/i18n.py).
+
+The Italian catalogue is complete and current (every msgid the code marks is in it,
+translated, not fuzzy, with the same placeholders, and the committed ``.mo`` is the
+``.po`` compiled); the course's setting chooses the language; grading a buggy submission
+in Italian gives the same points, checks and fault ids as in English, and its report holds
+no English sentence of the catalogue.
+"""
+
+import gettext
+import re
+import string
+
+import pytest
+
+from grader_tests import i18n
+from grader_tests.faults import FAULTS, TRAPS, explain, trap_line
+from grader_tests.report import format_result
+from grader_tests.runner import grade_namespace
+from tests.catalogue import build_namespace
+from tests.catalogue.buggy import BUGS
+from tools import i18n as catalogues
+
+BUG = next(b for b in BUGS if b.id == "sdpa-mask-after-softmax")
+
+
+def test_italian_catalogue_is_complete_and_current():
+    # untranslated, fuzzy, missing or stale msgids, placeholders, the .po's form, the .mo
+    assert catalogues.problems("it") == []
+
+
+def test_catalogue_holds_every_marked_message():
+    marked = {m.id for m in catalogues.extract() if m.id}
+    kept = {m.id for m in catalogues.read("it") if m.id}
+    assert marked == kept
+    # the graders' teaching text is marked: every fault's explanation and trap title
+    assert set(FAULTS.values()) <= marked
+    assert {title for _n, title in TRAPS.values()} <= marked
+    assert "  FAIL  {check}  [{fault}]" in marked
+
+
+def test_problems_names_an_untranslated_entry(tmp_path, monkeypatch):
+    po = tmp_path / "it" / "LC_MESSAGES" / "attention_kit.po"
+    po.parent.mkdir(parents=True)
+    catalog = catalogues.read("it")
+    msgid = "  PASS  {check}"
+    catalog[msgid].string = ""
+    po.write_bytes(catalogues.po_bytes(catalog))
+    monkeypatch.setattr(catalogues, "po_path", lambda lang: po)
+    assert catalogues.problems("it") == [f"it: untranslated: {msgid!r}"]
+    catalog[msgid].string = "  OK  {controllo}"
+    po.write_bytes(catalogues.po_bytes(catalog))
+    assert catalogues.problems("it") == [
+        f"it: placeholders ['controllo'] instead of ['check']: {msgid!r}"]
+
+
+def test_course_language_is_the_setting(tmp_path):
+    assert i18n.course_language(str(tmp_path)) == "en"  # no nbgrader_config.py
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    assert i18n.course_language(str(tmp_path)) == "en"  # no setting
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.AttentionKit.language = 'it'\n")
+    assert i18n.course_language(str(tmp_path)) == "it"
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.AttentionKit.language = 'fr'\n")
+    with pytest.raises(ValueError, match="'en', 'it'"):
+        i18n.course_language(str(tmp_path))
+
+
+def test_a_missing_catalogue_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(i18n, "LOCALE_DIR", str(tmp_path))
+    i18n.translation.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError):
+            i18n.translation("it")
+        assert isinstance(i18n.translation("en"), gettext.NullTranslations)
+    finally:
+        monkeypatch.undo()
+        i18n.translation.cache_clear()
+
+
+def test_language_is_scoped():
+    assert i18n.current_language() == "en"
+    with i18n.use_language("it"):
+        assert i18n._("  PASS  {check}") == "  OK      {check}"
+        assert i18n._("") == ""
+        with i18n.use_language("en"):
+            assert i18n._("  PASS  {check}") == "  PASS  {check}"
+        assert i18n.current_language() == "it"
+    assert i18n.current_language() == "en"
+    assert trap_line("mask-after-softmax") == (
+        "Re-read trap 2 of the introduction (mask applied after the softmax).")
+
+
+def test_every_fault_is_explained_in_italian():
+    with i18n.use_language("it"):
+        italian = {fault: explain(fault) for fault in FAULTS}
+        traps = {fault: trap_line(fault) for fault in TRAPS}
+    for fault, text in italian.items():
+        assert text and text != FAULTS[fault], fault
+    assert traps["mask-after-softmax"] == (
+        "Rileggi la trappola 2 dell'introduzione (maschera applicata dopo la softmax).")
+    assert explain("no-such-fault") == "a fault id the kit does not know"
+
+
+def _english_fragments() -> set[str]:
+    """The literal text of every msgid whose translation differs from it, cut at its
+    placeholders, keeping the pieces that read as a sentence (three words or more)."""
+    fragments = set()
+    for m in catalogues.read("it"):
+        if not m.id or m.string == m.id:
+            continue
+        for literal, _field, _spec, _conv in string.Formatter().parse(m.id):
+            for piece in literal.split("\n"):
+                piece = piece.strip(" .,;:()")
+                if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3:
+                    fragments.add(piece)
+    return fragments
+
+
+def _wordy(line: str) -> bool:
+    return len(re.findall(r"[A-Za-z]{2,}", line)) >= 4
+
+
+@pytest.fixture(scope="module")
+def both_languages():
+    namespace = build_namespace([BUG.source], BUG.id)
+    reports = {}
+    for lang in ("en", "it"):
+        with i18n.use_language(lang):
+            results = grade_namespace(namespace, assignment="attention")
+            reports[lang] = (results, "\n".join(format_result(r) for r in results.values()))
+    return reports
+
+
+def test_italian_grading_gives_the_same_points_and_faults(both_languages):
+    english, _ = both_languages["en"]
+    italian, _ = both_languages["it"]
+    assert list(english) == list(italian)
+    for name in english:
+        e, i = english[name], italian[name]
+        assert (e.score, e.max_score) == (i.score, i.max_score), name
+        assert [(c.name, c.passed, c.fault) for c in e.checks] == \
+            [(c.name, c.passed, c.fault) for c in i.checks], name
+    sdpa = italian[BUG.function]
+    assert sdpa.faults == ["mask-after-softmax"]
+    assert (sdpa.score, sdpa.max_score) == (pytest.approx(7.2), 12.0)
+    assert sum(r.score for r in italian.values()) == sum(r.score for r in english.values())
+
+
+def test_italian_report_holds_no_english_sentence(both_languages):
+    _, english_text = both_languages["en"]
+    _, italian_text = both_languages["it"]
+    found = sorted(f for f in _english_fragments() if f in italian_text)
+    assert found == []
+    # nor a line of the English report that reads as text (marked or not)
+    english_lines = {line.strip() for line in english_text.splitlines() if _wordy(line)}
+    same = [line for line in italian_text.splitlines() if line.strip() in english_lines]
+    assert same == []
+    # the Italian report is the Italian catalogue's text
+    assert "Rileggi la trappola 2 dell'introduzione (maschera applicata dopo la softmax)." \
+        in italian_text
+    assert "[mask-after-softmax]" in italian_text
+    assert "punti" in italian_text and "points" not in italian_text
+
+
+def test_english_report_is_the_code_text(both_languages):
+    _, english_text = both_languages["en"]
+    assert "Re-read trap 2 of the introduction (mask applied after the softmax)." in english_text
+    assert "scaled_dot_product_attention: 7.20 / 12 points (6 of 10 checks passed)" in \
+        english_text
+    assert not any(f in english_text for f in ("Rileggi", "punti", "Causa probabile"))
