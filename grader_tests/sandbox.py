@@ -502,19 +502,22 @@ def _grade_isolated(path, names, memory_mb, assignment, jailed):
         try:
             box.start()
         except (StudentTimeout, WorkerDied) as exc:
-            what = ("did not finish loading within " f"{box.load_time_limit:g} s"
-                    if isinstance(exc, StudentTimeout) else
-                    "ended its process while loading (exit, signal or memory exhausted)")
+            what = (i18n._("the submission did not finish loading within {seconds:g} s").format(
+                seconds=box.load_time_limit) if isinstance(exc, StudentTimeout) else
+                i18n._("the submission ended its process while loading (exit, signal or memory "
+                       "exhausted)"))
             results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
-                "the submission loads", False, "timeout" if isinstance(exc, StudentTimeout)
-                else "crash", f"the submission {what}: nothing could be graded.")])
+                i18n.N_("the submission loads"), False,
+                "timeout" if isinstance(exc, StudentTimeout) else "crash",
+                i18n._("{what}: nothing could be graded.").format(what=what))])
                 for n in (names or points)}
-            return results, [f"the submission {what}"], flags
+            return results, [what], flags
         ns = remote_namespace(box)
         results = grade_namespace(ns, names, assignment=assignment)
         cell_errors = box.cell_errors
-        flags += [f"the submission's process asked the grader for {name!r}, which it was "
-                  f"never offered" for name in dict.fromkeys(box.refused)]
+        flags += [i18n._("the submission's process asked the grader for {name!r}, which it "
+                         "was never offered").format(name=name)
+                  for name in dict.fromkeys(box.refused)]
     finally:
         box.close()
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]

@@ -110,11 +110,12 @@ def _english_fragments() -> set[str]:
     for m in catalogues.read("it"):
         if not m.id or m.string == m.id:
             continue
-        for literal, _field, _spec, _conv in string.Formatter().parse(m.id):
-            for piece in literal.split("\n"):
-                piece = piece.strip(" .,;:()")
-                if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3:
-                    fragments.add(piece)
+        for msgid in (m.id if isinstance(m.id, tuple) else (m.id,)):  # plural forms
+            for literal, _field, _spec, _conv in string.Formatter().parse(msgid):
+                for piece in literal.split("\n"):
+                    piece = piece.strip(" .,;:()")
+                    if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3:
+                        fragments.add(piece)
     return fragments
 
 
@@ -170,3 +171,42 @@ def test_english_report_is_the_code_text(both_languages):
     assert "scaled_dot_product_attention: 7.20 / 12 points (6 of 10 checks passed)" in \
         english_text
     assert not any(f in english_text for f in ("Rileggi", "punti", "Causa probabile"))
+
+
+def test_unlock_report_in_italian():
+    from types import SimpleNamespace
+
+    from tools import unlock_training as unlock
+
+    cells = sorted(unlock.HIDDEN_CHECKS)
+
+    def submission(pending):
+        grades = [SimpleNamespace(name=c, needs_manual_grade=True) for c in cells[:pending]]
+        return SimpleNamespace(notebooks=[SimpleNamespace(name="attention", flagged=False,
+                                                          grades=grades)])
+
+    english = unlock.review_pending(submission(1))
+    assert english == f"1 hidden-check cell needs a manual grade ({cells[0]})"
+    with i18n.use_language("it"):
+        assert unlock.review_pending(submission(1)) == (
+            f"1 cella di controlli nascosti richiede un voto manuale ({cells[0]})")
+        assert unlock.review_pending(submission(5)).startswith(
+            "5 celle di controlli nascosti richiedono un voto manuale (")
+        assert unlock.review_pending(submission(5)).endswith(" e altre 2)")
+        assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % di 100 = 95 punti"
+    assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % of 100 = 95 points"
+
+
+def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
+    from tools import unlock_training as unlock
+
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.AttentionKit.language = 'it'\n"
+        "c.CourseDirectory.course_id = 'attention-kit'\n")
+    status = unlock.main(["--root", str(tmp_path), "--db", "sqlite:///" + str(
+        tmp_path / "gradebook.db"), "--no-exchange", "--release", str(tmp_path)])
+    assert status == 2
+    assert capsys.readouterr().err.strip() == (
+        f"{tmp_path} non contiene training.ipynb: esegui prima "
+        f"`nbgrader generate_assignment training`")
+    assert i18n.current_language() == "en"
