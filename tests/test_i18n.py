@@ -10,6 +10,7 @@ no English sentence of the catalogue.
 import gettext
 import re
 import string
+from pathlib import Path
 
 import pytest
 
@@ -210,3 +211,104 @@ def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
         f"{tmp_path} non contiene training.ipynb: esegui prima "
         f"`nbgrader generate_assignment training`")
     assert i18n.current_language() == "en"
+
+
+@pytest.mark.slow
+def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
+    """nbgrader's own autograde and generate_feedback in a course whose setting is "it":
+    the points and fault ids of example/EXPECTED.json, the hidden cells' reports in
+    Italian, none of the catalogue's English sentences in them."""
+    import json
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from grader_tests.notebook import RESULT_MIME
+    from tests.course import ROOT, graded_course
+
+    student = "student_mask_after_softmax"
+    expected = json.loads((Path(ROOT) / "example" / "EXPECTED.json").read_text())[
+        "students"][student]
+    course = graded_course(tmp_path, [student], language="it")
+    with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
+        notebook = gb.find_submission_notebook("attention", "attention", student)
+        scores = {g.name[: -len("_hidden_checks")]: g.score for g in notebook.grades
+                  if g.name.endswith("_hidden_checks")}
+        assert gb.find_submission("attention", student).score == pytest.approx(
+            expected["score"])
+    assert scores == pytest.approx(expected["functions"])
+    autograded = nbformat.read(str(course / "autograded" / student / "attention" /
+                                   "attention.ipynb"), as_version=4)
+    reports, faults = [], {}
+    for cell in autograded.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                reports.append(out["text"])
+            result = out.get("data", {}).get(RESULT_MIME)
+            if result:
+                failed = {c["fault"] for c in result["checks"] if not c["passed"]}
+                if failed:
+                    name = cell.metadata["nbgrader"]["grade_id"][: -len("_hidden_checks")]
+                    faults[name] = sorted(failed)
+    assert faults == expected["faults"]
+    text = "\n".join(reports)
+    assert "Rileggi la trappola 2 dell'introduzione (maschera applicata dopo la softmax)." \
+        in text
+    assert "scaled_dot_product_attention: 7.20 / 12 punti (6 controlli superati su 10)" in text
+    assert sorted(f for f in _english_fragments() if f in text) == []
+    page = (course / "feedback" / student / "attention" / "attention.html").read_text()
+    assert "maschera applicata dopo la softmax" in page and "Re-read trap" not in page
+
+
+def test_a_message_marked_inside_an_fstring_is_reported(tmp_path, monkeypatch):
+    module = tmp_path / "module.py"
+    module.write_text('from grader_tests.i18n import _\n\nx = 3\nprint(f"{_(\'hidden\')}: {x}")\n')
+    monkeypatch.setattr(catalogues, "ROOT", tmp_path)
+    monkeypatch.setattr(catalogues, "source_files", lambda: [module])
+    assert catalogues.hidden_marks() == [
+        "module.py:4: _() inside an f-string is not extracted"]
+    assert [m.id for m in catalogues.extract() if m.id] == []
+
+
+def _class_results():
+    from grader_tests import dashboard
+
+    parts = {"softmax": 10.0, "scaled_dot_product_attention": 12.0}
+    students = [
+        dashboard.StudentResult("ada", 22.0, 22.0, {
+            "softmax": dashboard.Part("softmax", 10.0, 10.0, []),
+            "scaled_dot_product_attention": dashboard.Part(
+                "scaled_dot_product_attention", 12.0, 12.0, [])}, source="autograded"),
+        dashboard.StudentResult("bob", 17.2, 22.0, {
+            "softmax": dashboard.Part("softmax", 10.0, 10.0, []),
+            "scaled_dot_product_attention": dashboard.Part(
+                "scaled_dot_product_attention", 7.2, 12.0, ["mask-after-softmax"])},
+            flagged=True, source=None),
+    ]
+    return dashboard.ClassResults("attention-kit", "attention", parts, students, ["cy"])
+
+
+def test_dashboard_page_in_italian(tmp_path):
+    from grader_tests import dashboard
+
+    data = _class_results()
+    svgs = {stem: b"<svg/>" for stem in dashboard.FIGURES}
+    english = dashboard.page_html(data, svgs, tmp_path, "2026-01-01 00:00 UTC")
+    with i18n.use_language("it"):
+        italian = dashboard.page_html(data, svgs, tmp_path, "2026-01-01 00:00 UTC")
+        figure = dashboard.figure_faults(data)
+        texts = [t.get_text() for t in figure.axes[0].texts] + [figure.axes[0].get_title()]
+    assert '<html lang="en">' in english and '<html lang="it">' in italian
+    assert "<h1>attention: cruscotto della classe</h1>" in italian
+    assert "<th>identificativo di errore</th>" in italian
+    assert dashboard.html.escape(explain("mask-after-softmax")) in english
+    with i18n.use_language("it"):
+        meaning = dashboard.html.escape(explain("mask-after-softmax"))
+    assert meaning in italian and "softmax" in meaning
+    # the same table, the same numbers and fault ids
+    for needle in ("<code>mask-after-softmax</code>", "17.20 / 22", "7.2/12", "ada", "cy"):
+        assert needle in english and needle in italian
+    found = sorted(f for f in _english_fragments() if dashboard.html.escape(f) in italian)
+    assert found == []
+    assert "Studenti per identificativo di errore" in texts
+    assert any(t.startswith("la maschera azzera i pesi dopo la softmax") for t in texts)
