@@ -21,7 +21,8 @@ from . import assignments, guard, lookup
 from .assignments import Assignment
 from .guard import (CALL_TIME_LIMIT, SPEC_FUNCTIONS, Session, StubHit, StudentTimeout,
                     WorkerDied, crash_fault, grading, isolate)
-from .integrity import borrowed_reference, environment_problems, is_protected_module
+from .integrity import (borrowed_file, borrowed_reference, environment_problems,
+                        is_protected_module)
 from .i18n import _
 from .registry import CHECKS, Fail
 from .report import CheckResult, FunctionResult
@@ -222,11 +223,12 @@ def _borrowed(fn: Callable, namespace: dict) -> str | None:
         module = value if isinstance(value, types.ModuleType) else None
         if module is not None:
             if is_protected_module(module):
-                return f"it uses the module {module.__name__}, the kit's reference or graders"
+                return _("it uses the module {module}, the kit's reference or graders").format(
+                    module=module.__name__)
         elif value is not None and callable(value):
-            found = borrowed_reference(value)
-            if found:
-                return f"it calls {n}, whose {found.split(', ', 1)[0][4:]}"
+            path = borrowed_file(value)
+            if path:
+                return _("it calls {name}, whose code comes from {path}").format(name=n, path=path)
     return None
 
 

@@ -172,10 +172,10 @@ def problems(lang: str) -> list[str]:
         if not all(strings):
             found.append(f"{lang}: untranslated: {key(m.id)!r}")
             continue
-        wanted = set().union(*(fields(i) for i in ids))
+        wanted = set().union(*(fields(str(i)) for i in ids))
         for s in strings:
-            if fields(s) != wanted:
-                found.append(f"{lang}: placeholders {sorted(fields(s))} instead of "
+            if fields(str(s)) != wanted:
+                found.append(f"{lang}: placeholders {sorted(fields(str(s)))} instead of "
                              f"{sorted(wanted)}: {key(m.id)!r}")
     if not found:
         path = po_path(lang)
