@@ -118,7 +118,8 @@ def environment_problems():
                 # module with no file is not one of ours
                 if modname == "numpy" and filename is None:
                     continue
-                problems.append(_("sys.modules['{key}'] is not the installed module").format(key=key))
+                problems.append(_("sys.modules['{key}'] is not the installed module").format(
+                    key=key))
     return problems
 
 

@@ -156,7 +156,8 @@ def jump(results):
         if _without_values(shape0) == _without_values(shape1) == _without_values(shape2):
             return None  # only integer or boolean entries changed (an argmax flipped at a
             #              near-tie, say): the function is discrete here, no verdict
-        return math.inf, _("the structure of its result changed: {shape0} became {shape1}").format(shape0=shape0,
+        return math.inf, _("the structure of its result changed: {shape0} became {shape1}").format(
+            shape0=shape0,
                              shape1=shape1)
     worst = None
     for (path, a0), (_unused, a1), (_unused, a2) in zip(leaves0, leaves1, leaves2):
@@ -167,7 +168,8 @@ def jump(results):
                 # finite everywhere on the graders' input, NaN or infinite a hair away:
                 # no computation of the contract does that (the probe asks it of two
                 # step sizes before it says so)
-                return math.inf, _("{path} became NaN or infinite when the input moved").format(path=path)
+                return math.inf, _("{path} became NaN or infinite when the input moved").format(
+                    path=path)
             return None  # undefined here (a division by a zero variance, say): no verdict
         if not finite.any():
             continue
@@ -219,7 +221,8 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
             except Exception as exc:
                 return (_("it returned on one of the graders' inputs but raised {kind} when that "
                           "input was moved by a relative 1e-5 or less: its answers follow the "
-                          "exact input (a lookup of stored answers?), not a computation").format(kind=type(exc).__name__))
+                          "exact input (a lookup of stored answers?), not a computation").format(
+                              kind=type(exc).__name__))
             gap = jump(results)
             if gap is None:
                 break
@@ -269,7 +272,8 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
     if seen >= 2 and varied:
         return (_("on {seen} of the graders' inputs it returned arrays that hold one value "
                   "repeated, where the correct answers vary: it computes nothing from its input, "
-                  "so the checks of its shape, dtype and side effects earn nothing").format(seen=seen))
+                  "so the checks of its shape, dtype and side effects earn nothing").format(
+                      seen=seen))
     return None
 
 

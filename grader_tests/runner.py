@@ -180,7 +180,8 @@ def _run_check(name: str, title: str, check: Callable, target: object,
     except (NotImplementedError, StubHit):
         return CheckResult(title, False, "not-implemented",
                            _("{name} still raises NotImplementedError: replace the `raise "
-                             "NotImplementedError()` line with your code.").format(name=name)), False
+                             "NotImplementedError()` line with your code.").format(
+                                 name=name)), False
     except _FLAKY as exc:
         return CheckResult(title, False, "other",
                            _("{name} gave different results for the same input when it was "

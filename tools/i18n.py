@@ -106,10 +106,12 @@ def read(lang: str) -> Catalog:
 
 
 def po_bytes(catalog: Catalog) -> bytes:
-    """The ``.po`` text of ``catalog``, as the repository keeps it."""
+    """The ``.po`` text of ``catalog``, as the repository keeps it: each message with the
+    files it is marked in, without line numbers (an edit elsewhere in a file leaves the
+    catalogue as it is)."""
     out = io.BytesIO()
     write_po(out, catalog, width=88, sort_output=False, ignore_obsolete=True,
-             include_previous=False)
+             include_previous=False, include_lineno=False)
     return out.getvalue()
 
 

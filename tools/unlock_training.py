@@ -292,7 +292,8 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
         try:
             submission = gradebook.find_submission(GATE_ASSIGNMENT, student.id)
         except MissingEntry:
-            entry["reason"] = _("no {assignment} submission in the gradebook").format(assignment=GATE_ASSIGNMENT)
+            entry["reason"] = _("no {assignment} submission in the gradebook").format(
+                assignment=GATE_ASSIGNMENT)
             verdicts.append(entry)
             continue
         score = float(submission.score)
@@ -308,14 +309,17 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
                                    assignment=GATE_ASSIGNMENT, score=score,
                                    max_score=max_score))
         elif not autograded:
-            entry["reason"] = _("{assignment} submitted but not graded yet").format(assignment=GATE_ASSIGNMENT)
+            entry["reason"] = _("{assignment} submitted but not graded yet").format(
+                assignment=GATE_ASSIGNMENT)
         elif submission.needs_manual_grade:
             entry["reason"] = (_("{assignment} has cells waiting for manual grading (score "
-                                 "so far {score:g} / {max_score:g})").format(assignment=GATE_ASSIGNMENT,
+                                 "so far {score:g} / {max_score:g})").format(
+                                     assignment=GATE_ASSIGNMENT,
                                    score=score, max_score=max_score))
         elif score + 1e-9 >= need:
             entry["eligible"] = True
-            entry["reason"] = _("{assignment} scored {score:g} / {max_score:g}").format(assignment=GATE_ASSIGNMENT,
+            entry["reason"] = _("{assignment} scored {score:g} / {max_score:g}").format(
+                assignment=GATE_ASSIGNMENT,
                                   score=score, max_score=max_score)
         else:
             entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g}, needs "

@@ -52,7 +52,8 @@ def unpack(value, n, what):
 def expect_shape(arr, shape, what):
     """``Fail('wrong-shape')`` unless ``arr.shape == shape``."""
     if tuple(arr.shape) != tuple(shape):
-        raise Fail("wrong-shape", _("{what} has shape {shape}, expected {shape2}.").format(what=what,
+        raise Fail("wrong-shape", _("{what} has shape {shape}, expected {shape2}.").format(
+            what=what,
                                       shape=tuple(arr.shape), shape2=tuple(shape)))
 
 

@@ -123,19 +123,22 @@ def sdpa_matches_definition(fn):
 def sdpa_rows_sum_to_one(fn):
     Q, K, V = _qkv(10, (2,), 3, 6, 4, 5, spread=2.0)  # T_q = 3 queries, T_k = 6 keys
     out, weights = _call_sdpa(fn, Q, K, V)
-    expect_shape(weights, (2, 3, 6), _("{SDPA}: weights for Q (2, 3, 4), K (2, 6, 4)").format(SDPA=SDPA))
+    expect_shape(weights, (2, 3, 6), _("{SDPA}: weights for Q (2, 3, 4), K (2, 6, 4)").format(
+        SDPA=SDPA))
     sums = weights.sum(axis=-1)
     if not allclose(sums, np.ones_like(sums), atol=1e-9):
         fault = "softmax-wrong-axis" if allclose(weights.sum(axis=-2), np.ones((2, 6)),
                                                  atol=1e-9) else "other"
         raise Fail(fault, _("{SDPA}: the rows of the weights (one per query) sum "
-                            "to\n{sums}\ninstead of 1 (Q (2, 3, 4), K (2, 6, 4)).").format(SDPA=SDPA,
+                            "to\n{sums}\ninstead of 1 (Q (2, 3, 4), K (2, 6, 4)).").format(
+                                SDPA=SDPA,
                               sums=fmt(sums))
                           + (_(" Likely cause: the softmax normalised over the queries (axis "
                                "-2); it must run over the keys (axis -1).") if fault != "other" else ""))
     expect_shape(out, (2, 3, 5), _("{SDPA}: out").format(SDPA=SDPA))
     if not allclose(out, weights @ V, atol=1e-9):
-        raise Fail("other", _("{SDPA}: out is not weights @ V ({worst_difference}).").format(SDPA=SDPA,
+        raise Fail("other", _("{SDPA}: out is not weights @ V ({worst_difference}).").format(
+            SDPA=SDPA,
                                 worst_difference=worst_difference(out, weights @ V)))
 
 
@@ -161,7 +164,8 @@ def sdpa_causal_mask(fn):
 def sdpa_padding_mask(fn):
     Q, K, V = _qkv(12, (3, 2), 4, 6, 4, 3, spread=1.5)  # (B, h, T_q, d), keys T_k = 6
     mask = ref.padding_mask([6, 3, 1], 6)[:, None, None, :]  # (B, 1, 1, T_k)
-    _expect_sdpa(fn, Q, K, V, mask, what=_("{SDPA} with a (3, 1, 1, 6) padding mask").format(SDPA=SDPA))
+    _expect_sdpa(fn, Q, K, V, mask, what=_("{SDPA} with a (3, 1, 1, 6) padding mask").format(
+        SDPA=SDPA))
 
 
 @check(SDPA, N_("padding invariance: padded keys with arbitrary content change nothing"))
@@ -208,7 +212,8 @@ def sdpa_empty_row(fn):
                          "cause: a -inf-only row gives NaN in the softmax, or a large negative "
                          "fill (-1e9) gives uniform weights.").format(SDPA=SDPA, row_w=fmt(row_w),
                            row_o=fmt(row_o)))
-        _sdpa_fail(out, weights, Q, K, V, mask, True, _("{SDPA} with one fully masked row").format(SDPA=SDPA))
+        _sdpa_fail(out, weights, Q, K, V, mask, True, _("{SDPA} with one fully masked row").format(
+            SDPA=SDPA))
 
 
 @check(SDPA, N_("no overflow or NaN when the scores reach 1e4"))
@@ -225,7 +230,8 @@ def sdpa_large_scores(fn):
                                          "subtract the row maximum.").format(SDPA=SDPA,
                                            Q=fmt(Q[0]), K=fmt(K[0]), weights=fmt(weights)))
     if not (allclose(weights, expected_w, atol=1e-9) and allclose(out, expected_out, atol=1e-9)):
-        _sdpa_fail(out, weights, Q, K, V, None, True, _("{SDPA} with scores of order 1e4").format(SDPA=SDPA))
+        _sdpa_fail(out, weights, Q, K, V, None, True, _("{SDPA} with scores of order 1e4").format(
+            SDPA=SDPA))
 
 
 @check(SDPA, N_("scale=False drops the 1/sqrt(d_k) factor"))
@@ -277,7 +283,8 @@ def _expect_mha(fn, X, Ws, h, mask=None, what=MHA):
     raise Fail(fault, _("{what}: {label} differs from the definition ({worst_difference}); X has "
                         "shape {shape}, n_heads = {h}").format(what=what, label=label,
                           worst_difference=worst_difference(got, exp), shape=X.shape, h=h)
-                      + ("" if mask is None else _(", mask of shape {shape}").format(shape=np.shape(mask))) + "."
+                      + ("" if mask is None else _(", mask of shape {shape}").format(
+                          shape=np.shape(mask))) + "."
                       + (_(" Likely cause: {why}.").format(why=_(why)) if why else
                          _(" Check Q = X W_Q, split into heads, softmax(Q K^T / sqrt(d_h)) V per "
                            "head, merge, then @ W_O.")))
@@ -293,7 +300,8 @@ def mha_matches_definition(fn):
 @check(MHA, N_("a (T, T) causal mask applies to every head"))
 def mha_causal_mask(fn):
     X, Ws = _mha_inputs(22, B=2, T=5)
-    _expect_mha(fn, X, Ws, 2, ref.causal_mask(5), what=_("{MHA} with a (5, 5) causal mask").format(MHA=MHA))
+    _expect_mha(fn, X, Ws, 2, ref.causal_mask(5), what=_("{MHA} with a (5, 5) causal mask").format(
+        MHA=MHA))
 
 
 @check(MHA, N_("a (B, T, T) causal-and-padding mask applies to every head"))
@@ -317,7 +325,8 @@ def mha_permutation_equivariance(fn):
                                    "the output rows the same way (no positions, no mask), but "
                                    "max |attn(PX) - P attn(X)| = {max:.3g}. Likely cause: tokens "
                                    "are mixed with one another, as when heads are split or "
-                                   "merged with reshape and transpose in the wrong order.").format(MHA=MHA,
+                                   "merged with reshape and transpose in the wrong order.").format(
+                                       MHA=MHA,
                                      tolist=perm.tolist(), max=np.abs(Y_perm - Y[:, perm]).max()))
 
 
@@ -367,7 +376,8 @@ def mha_large_scores(fn):
                        + _(": the scores reach {max:.3g} and the output holds NaN or inf "
                            "({worst_difference}); the definition is finite there. Likely cause: "
                            "a softmax written inside the function that does not subtract the row "
-                           "maximum before exp (exp overflows above about 709 in float64).").format(max=np.abs(S).max(),
+                           "maximum before exp (exp overflows above about 709 in float64).").format(
+                               max=np.abs(S).max(),
                              worst_difference=worst_difference(Y, exp_Y)))
         _expect_mha(fn, X, Ws, 2, mask, what=what)
 

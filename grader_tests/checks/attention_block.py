@@ -170,7 +170,8 @@ def forward_large_scores(fn):
                        _("{what}: the scores reach {max:.3g} and y holds NaN or inf "
                          "({worst_difference}); the definition is finite there. Likely cause: a "
                          "softmax written inside the function that does not subtract the row "
-                         "maximum before exp (exp overflows above about 709 in float64).").format(what=what,
+                         "maximum before exp (exp overflows above about 709 in float64).").format(
+                             what=what,
                            max=np.abs(scores).max(),
                            worst_difference=worst_difference(y, expected)))
         _expect_forward(fn, x, params, 2, causal=causal, what=what)
@@ -296,7 +297,8 @@ class _Setup:
             if value.shape != expected.shape:
                 fault = "weight-grad-wrong" if name in WEIGHTS else (
                     "param-grad-axes" if name in BIASES else "wrong-shape")
-                raise Fail(fault, _("{what}: {label} has shape {shape}, expected {shape2}").format(what=self.what,
+                raise Fail(fault, _("{what}: {label} has shape {shape}, expected {shape2}").format(
+                    what=self.what,
                                       label=label, shape=value.shape, shape2=expected.shape)
                                   + (_(" (sum the bias gradient over the batch and the time "
                                        "axes).") if name in BIASES else "."))
@@ -327,7 +329,8 @@ class _Setup:
                 candidates.append(("weight-grad-wrong", expected.T, _("{label} is transposed: "
                                                                       "for Z = x @ W, dW = x^T @ "
                                                                       "dZ has the shape (d_in, "
-                                                                      "d_out) of W").format(label=label)))
+                                                                      "d_out) of W").format(
+                                                                          label=label)))
             default = "weight-grad-wrong" if name in WEIGHTS + BIASES else "other"
             if name in ("dx", "W_Q", "W_K", "b_Q", "b_K") and all(
                     k in got and got[k].shape == self.numeric[k].shape
@@ -346,7 +349,8 @@ class _Setup:
                                 "threshold {REL_TOL:g}.").format(what=self.what, label=label,
                                   EPS=gradcheck.EPS, rel=rel, index=index,
                                   worst_difference=worst_difference(value, expected),
-                                  REL_TOL=gradcheck.REL_TOL) + (_(" Likely cause: {why}.").format(why=_(why)) if why else ""))
+                                  REL_TOL=gradcheck.REL_TOL) + (_(" Likely cause: {why}.").format(
+                                      why=_(why)) if why else ""))
 
 
 def _grad_check(fn, names, **setup):

@@ -39,16 +39,19 @@ def _number(namespace, name, exercise):
     value = namespace[name]
     if value is Ellipsis or value is None:  # the released placeholder `name = ...`
         raise Fail("not-implemented", _("{exercise}: {name} has no answer yet (it is still "
-                                        "{value!r}); assign your answer, a number, to it.").format(exercise=exercise,
+                                        "{value!r}); assign your answer, a number, to it.").format(
+                                            exercise=exercise,
                                           name=name, value=value))
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         try:
             value = float(value)
         except Exception:
-            raise Fail("other", _("{exercise}: {name} should be a number, got {kind}.").format(exercise=exercise,
+            raise Fail("other", _("{exercise}: {name} should be a number, got {kind}.").format(
+                exercise=exercise,
                                     name=name, kind=type(value).__name__)) from None
     if isinstance(value, float) and math.isnan(value):
-        raise Fail("not-implemented", _("{exercise}: {name} has no answer yet.").format(exercise=exercise,
+        raise Fail("not-implemented", _("{exercise}: {name} has no answer yet.").format(
+            exercise=exercise,
                                           name=name))
     return float(value)
 

@@ -36,7 +36,8 @@ def _as_int(value, what, fault):
             raise Fail("dtype-changed", _("{what} returned {value!r} ({kind}); a count must be "
                                           "an int.").format(what=what, value=value,
                                             kind=type(value).__name__))
-        raise Fail(fault, _("{what} returned {value!r} ({kind}); expected an int.").format(what=what,
+        raise Fail(fault, _("{what} returned {value!r} ({kind}); expected an int.").format(
+            what=what,
                               value=value, kind=type(value).__name__))
     return int(value)
 

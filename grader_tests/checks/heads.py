@@ -27,7 +27,8 @@ def split_matches_definition(fn):
         M = _labelled(B, T, d)
         got = as_array(call(fn, M, h), _("{SPLIT}(M, {h})").format(SPLIT=SPLIT, h=h))
         expected = ref.split_heads(M, h)
-        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(SPLIT=SPLIT,
+        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(
+            SPLIT=SPLIT,
                                                  value=(B, T, d), h=h))
         if not np.array_equal(got, expected):
             index = tuple(int(i) for i in np.argwhere(got != expected)[0])
@@ -49,7 +50,8 @@ def split_rejects_bad_heads(fn):
         return
     shape = getattr(got, "shape", type(got).__name__)
     raise Fail("wrong-shape", _("{SPLIT}(M of shape (2, 3, 6), n_heads=4) returned {shape} "
-                                "instead of raising ValueError: 6 is not divisible by 4.").format(SPLIT=SPLIT,
+                                "instead of raising ValueError: 6 is not divisible by 4.").format(
+                                    SPLIT=SPLIT,
                                   shape=shape))
 
 
@@ -58,7 +60,8 @@ def split_edge_shapes(fn):
     for B, T, d, h in ((1, 1, 4, 4), (1, 3, 4, 1), (2, 1, 6, 3)):
         M = _labelled(B, T, d)
         got = as_array(call(fn, M, h), _("{SPLIT}(M, {h})").format(SPLIT=SPLIT, h=h))
-        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(SPLIT=SPLIT,
+        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(
+            SPLIT=SPLIT,
                                                  value=(B, T, d), h=h))
         if not np.array_equal(got, ref.split_heads(M, h)):
             raise Fail("head-order", _("{SPLIT}(M of shape {value}, n_heads={h}) puts entries in "
@@ -83,7 +86,8 @@ def merge_inverts_split(fn):
     def prop(shape):
         B, T, h, d_h = shape
         M = _labelled(B, T, h * d_h)
-        got = as_array(call(fn, ref.split_heads(M, h)), _("{MERGE}(split_heads(M, {h}))").format(MERGE=MERGE,
+        got = as_array(call(fn, ref.split_heads(M, h)), _("{MERGE}(split_heads(M, {h}))").format(
+            MERGE=MERGE,
                                                             h=h))
         expect_shape(got, (B, T, h * d_h), _("{MERGE}(M of shape {value})").format(MERGE=MERGE,
                                                value=(B, h, T, d_h)))
@@ -93,7 +97,8 @@ def merge_inverts_split(fn):
                                        "M[b, t, c] = 100 b + 10 t + c gave {got:g} at {index}, "
                                        "expected {M:g}.\ngot (b = 0):\n{got2}\nLikely cause: "
                                        "reshaping before moving the head axis back; swap axes 1 "
-                                       "and 2 first to (B, T, h, d_h), then reshape.").format(MERGE=MERGE,
+                                       "and 2 first to (B, T, h, d_h), then reshape.").format(
+                                           MERGE=MERGE,
                                          h=h, value=(B, T, h * d_h), got=got[index], index=index,
                                          M=M[index], got2=fmt(got[0])))
 
@@ -122,7 +127,8 @@ def merge_edge_shapes(fn):
         M = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
         got = as_array(call(fn, M), _("{MERGE}(M)").format(MERGE=MERGE))
         expect_shape(got, (shape[0], shape[2], shape[1] * shape[3]), _("{MERGE}(M of shape "
-                                                                       "{shape})").format(MERGE=MERGE,
+                                                                       "{shape})").format(
+                                                                           MERGE=MERGE,
                                                                          shape=shape))
         if not np.array_equal(got, ref.merge_heads(M)):
             raise Fail("head-order", _("{MERGE}(M of shape {shape}) puts entries in the wrong "

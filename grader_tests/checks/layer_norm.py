@@ -219,7 +219,8 @@ def student_cache(forward_name: str, *args: Any, **kwargs: Any) -> tuple[Any, An
                                         "{forward_name}, which still raises NotImplementedError.").format(forward_name=forward_name))
     except Exception as exc:
         raise Fail(crash_fault(exc), _("the backward is checked with the cache of your "
-                                       "{forward_name}, which raised {getattr}: {exc}").format(forward_name=forward_name,
+                                       "{forward_name}, which raised {getattr}: {exc}").format(
+                                           forward_name=forward_name,
                                          getattr=getattr(exc, "type_name", type(exc).__name__),
                                          exc=exc)) \
             from None
@@ -243,7 +244,8 @@ def _unchecked(backward_name, forward_name, fault, message):
                   "{forward_name} is wrong on it: {message} A backward is checked against the "
                   "gradient of the forward the contract defines, with the cache of your "
                   "{forward_name}, so only on inputs where your {forward_name} is right: see the "
-                  "report of {forward_name}, fix it there, and this check will run.").format(backward_name=backward_name,
+                  "report of {forward_name}, fix it there, and this check will run.").format(
+                      backward_name=backward_name,
                     forward_name=forward_name, message=message))
 
 
@@ -327,7 +329,8 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
         if got.shape != (d,):
             if got.size == d and ok(name, got.reshape(d)):
                 raise Fail("wrong-shape", _("{what}: {name} has the right values but shape "
-                                            "{shape}; it must be ({d},) (no keepdims).").format(what=what,
+                                            "{shape}; it must be ({d},) (no keepdims).").format(
+                                                what=what,
                                               name=name, shape=got.shape, d=d))
             partial_shapes = {partial.sum(axis=a).shape for a in lead} | {partial.shape}
             fault = "param-grad-axes" if got.shape in partial_shapes or got.size != d else \

@@ -83,10 +83,12 @@ def _padding_leak(got, expected, lengths, T):
 def padding_matches_definition(fn):
     cases = [([3, 1, 4], 4), (np.array([0, 2, 5]), 5), ([1], 1), (np.array([2, 2]), 3)]
     for lengths, T in cases:
-        got = as_array(call(fn, lengths, T), _("padding_mask({lengths!r}, {T})").format(lengths=lengths,
+        got = as_array(call(fn, lengths, T), _("padding_mask({lengths!r}, {T})").format(
+            lengths=lengths,
                                                  T=T))
         expected = ref.padding_mask(lengths, T)
-        expect_shape(got, expected.shape, _("padding_mask(lengths of {lengths}, T={T})").format(lengths=len(lengths),
+        expect_shape(got, expected.shape, _("padding_mask(lengths of {lengths}, T={T})").format(
+            lengths=len(lengths),
                                               T=T))
         if not np.array_equal(got.astype(bool), expected):
             fault, why = _mask_fault(got.astype(bool), expected)
@@ -186,7 +188,8 @@ def combine_empty_sequence(fn):
     causal, padding = ref.causal_mask(T), ref.padding_mask([0, 2, 4], T)
     got = as_array(call(fn, causal, padding), _("combine_masks(causal, padding)"))
     expected = ref.combine_masks(causal, padding)
-    expect_shape(got, (3, T, T), _("combine_masks(causal ({T}, {T}), padding (3, {T}))").format(T=T))
+    expect_shape(got, (3, T, T), _("combine_masks(causal ({T}, {T}), padding (3, {T}))").format(
+        T=T))
     g = got.astype(bool)
     if np.array_equal(g, expected):
         return

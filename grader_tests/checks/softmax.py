@@ -174,7 +174,8 @@ def matches_definition(fn):
         axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
         got = _softmax(fn, x, axis, "softmax(scores, axis)")
         expected = ref.softmax(x, axis=axis)
-        expect_shape(got, x.shape, _("softmax(scores of shape {shape}, axis={axis})").format(shape=x.shape,
+        expect_shape(got, x.shape, _("softmax(scores of shape {shape}, axis={axis})").format(
+            shape=x.shape,
                                        axis=axis))
         if not allclose(got, expected, rtol=1e-6, atol=1e-12):
             candidates = [("softmax-wrong-axis", alt, _("it normalised over another axis than "

@@ -26,13 +26,15 @@ def _result(fn, params, grads, state, what, **hyper):
         raise Fail("wrong-shape", _("{what}: the new parameters should be a dict with the keys "
                                     "{params}, got {kind}").format(what=what,
                                       params=sorted(params), kind=type(new_params).__name__)
-                                  + (_(" with keys {new_params}").format(new_params=sorted(new_params)) if isinstance(new_params,
+                                  + (_(" with keys {new_params}").format(
+                                      new_params=sorted(new_params)) if isinstance(new_params,
                                                                                       dict)
                                      else "") + ".")
     if not isinstance(new_state, dict) or not {"t", "m", "v"} <= set(new_state):
         raise Fail("wrong-shape", _("{what}: the new state should be a dict with keys 't', 'm' "
                                     "and 'v' (as adam_init makes it).").format(what=what))
-    return ({k: as_array(v, _("{what}: new_params[{k!r}]").format(what=what, k=k)) for k, v in new_params.items()},
+    return ({k: as_array(v, _("{what}: new_params[{k!r}]").format(
+        what=what, k=k)) for k, v in new_params.items()},
             new_state)
 
 
@@ -118,15 +120,18 @@ def adam_three_steps(fn):
         for label, mine in (("m", m), ("v", v)):
             got = state.get(label)
             got = got.get("theta") if isinstance(got, dict) else None
-            if got is None or not allclose(as_array(got, _("state[{label!r}]").format(label=label)), mine, rtol=1e-9,
+            if got is None or not allclose(as_array(got, _("state[{label!r}]").format(
+                label=label)), mine, rtol=1e-9,
                                            atol=1e-15):
                 raise Fail("other", _("{what}: the new state's {label}['theta'] is {got}, "
                                       "expected {array}: the state keeps the raw moments (before "
-                                      "bias correction), as adam_init lays them out.").format(what=what,
+                                      "bias correction), as adam_init lays them out.").format(
+                                          what=what,
                                         label=label, got=fmt(got, 10),
                                         array=fmt(np.array(mine), 10)))
         if state.get("t") != t:
-            raise Fail("other", _("{what}: the new state has t = {get!r}, expected {t}.").format(what=what,
+            raise Fail("other", _("{what}: the new state has t = {get!r}, expected {t}.").format(
+                what=what,
                                     get=state.get('t'), t=t))
         params = new
 

@@ -29,11 +29,13 @@ def _batch(fn, task, L, B, seed):
     for label, arr in (("inputs", inputs), ("targets", targets)):
         if arr.dtype.kind not in "iu":
             raise Fail("dtype-changed", _("{what}: {label} has dtype {dtype}; token ids must be "
-                                          "integers (they index the embedding table).").format(what=what,
+                                          "integers (they index the embedding table).").format(
+                                              what=what,
                                             label=label, dtype=arr.dtype))
     if loss_mask.dtype != bool:
         raise Fail("dtype-changed", _("{what}: loss_mask has dtype {dtype}; it must be boolean "
-                                      "(True = this prediction counts in the loss).").format(what=what,
+                                      "(True = this prediction counts in the loss).").format(
+                                          what=what,
                                         dtype=loss_mask.dtype))
     return what, inputs, targets, loss_mask
 
@@ -64,7 +66,8 @@ def batch_layout(fn):
                                     seq=fmt(seq[0])))
         if np.any(seq[:, :L] == SEP) or seq[:, :L].min() < 0 or seq[:, :L].max() >= N_SYMBOLS:
             raise Fail("other", _("{what}: the L source symbols must lie in 0 .. {value} (SEP = "
-                                  "{SEP} is not a symbol); the first sequence is {seq}.").format(what=what,
+                                  "{SEP} is not a symbol); the first sequence is {seq}.").format(
+                                      what=what,
                                     value=N_SYMBOLS - 1, SEP=SEP, seq=fmt(seq[0])))
 
 
@@ -93,7 +96,8 @@ def batch_sort(fn):
             elif np.array_equal(seq[b, L + 1:], seq[b, :L]):
                 hint = _(" It is a copy: the sort task was not applied.")
             raise Fail("other", _("{what}: for sort the answer must be sorted(s1..sL); sequence "
-                                  "{b} is {seq}, expected answer {expected}.{hint}").format(what=what,
+                                  "{b} is {seq}, expected answer {expected}.{hint}").format(
+                                      what=what,
                                     b=b, seq=fmt(seq[b]), expected=fmt(expected[b]), hint=hint))
 
 
@@ -122,7 +126,8 @@ def batch_loss_mask(fn):
         else:
             why = ""
         raise Fail("other", _("{what}: loss_mask row is {row}, expected {astype} (True at input "
-                              "positions {L} .. {value}, whose targets are a1 .. aL).{why}").format(what=what,
+                              "positions {L} .. {value}, whose targets are a1 .. aL).{why}").format(
+                                  what=what,
                                 row=fmt(row), astype=fmt(expected[0].astype(int)), L=L,
                                 value=2 * L - 1, why=why))
 
@@ -136,7 +141,8 @@ def batch_draws(fn):
     if not np.array_equal(inputs, again):
         raise Fail("other", _("{what}: two calls with generators of the same seed gave different "
                               "batches. Draw every random number from the rng argument "
-                              "(rng.integers), not from np.random or a new generator.").format(what=what))
+                              "(rng.integers), not from np.random or a new generator.").format(
+                                  what=what))
     generator = np.random.default_rng(141)
     # One call of ``call`` around both, so that both batches come from the same generator
     # (``call`` passes copies of its arguments).

@@ -59,7 +59,8 @@ def _student_grads(fn, dy, cache, what):
         raise Fail("wrong-shape", _("{what}: grads has no entry for {items}; return one gradient "
                                     "per parameter of the block: {items2}.").format(what=what,
                                       items=', '.join(missing), items2=', '.join(KEYS)))
-    return dx, {k: as_array(grads[k], _("{what}: grads[{k!r}]").format(what=what, k=k)) for k in KEYS}
+    return dx, {k: as_array(grads[k], _("{what}: grads[{k!r}]").format(
+        what=what, k=k)) for k in KEYS}
 
 
 def _shape_problem(what, key, got, expected):
@@ -74,7 +75,8 @@ def _shape_problem(what, key, got, expected):
     if got.ndim == 2 and got.shape == expected.shape[::-1]:
         raise Fail("weight-grad-wrong", _("{what}: grads[{key!r}] has shape {shape}, the "
                                           "transpose of {shape2}: for y = u @ W the gradient is "
-                                          "dW = u^T @ dy (inputs transposed on the left).").format(what=what,
+                                          "dW = u^T @ dy (inputs transposed on the left).").format(
+                                              what=what,
                                             key=key, shape=got.shape, shape2=expected.shape))
     raise Fail("wrong-shape", _("{what}: grads[{key!r}] has shape {shape}, expected {shape2}.").format(what=what,
                                   key=key, shape=got.shape, shape2=expected.shape))
@@ -128,7 +130,8 @@ def _compare(pre_ln, what, analytic, reference, numeric):
             continue
         fault = "weight-grad-wrong" if key in FFN_KEYS else "other"
         if fd_ok:  # the sampled coordinates pass, others do not
-            detail = _("({worst_difference} of the exact gradient)").format(worst_difference=worst_difference(got, expected))
+            detail = _("({worst_difference} of the exact gradient)").format(
+                worst_difference=worst_difference(got, expected))
         else:
             index = indices[worst[0]] if worst else ()
             detail = (_("relative error {rel:.3g} at index {index}: got {got:.6g}, central "
@@ -137,7 +140,8 @@ def _compare(pre_ln, what, analytic, reference, numeric):
         name = "dx" if key == "dx" else f"grads[{key!r}]"
         raise Fail(fault, _("{what}: {name} disagrees with central differences (eps = {EPS:g}, "
                             "float64): {detail}; threshold {REL_TOL:g}. The gradients checked "
-                            "before it in backward order are right. Likely cause: {value}.").format(what=what,
+                            "before it in backward order are right. Likely cause: {value}.").format(
+                                what=what,
                               name=name, EPS=gradcheck.EPS, detail=detail,
                               REL_TOL=gradcheck.REL_TOL, value=_hint(pre_ln, key)))
 

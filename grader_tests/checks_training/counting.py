@@ -20,7 +20,8 @@ def _as_int(value, what):
             raise Fail("dtype-changed", _("{what} returned {value!r} ({kind}); a count must be "
                                           "an int.").format(what=what, value=value,
                                             kind=type(value).__name__))
-        raise Fail("param-count", _("{what} returned {value!r} ({kind}); expected an int.").format(what=what,
+        raise Fail("param-count", _("{what} returned {value!r} ({kind}); expected an int.").format(
+            what=what,
                                       value=value, kind=type(value).__name__))
     return int(value)
 

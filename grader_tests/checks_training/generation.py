@@ -27,7 +27,8 @@ def _generate(fn, params, prompts, n_new, cfg, what):
     tokens, logits = unpack(call(fn, params, prompts, n_new, cfg, student_ops()), 2, what)
     tokens, logits = as_array(tokens, _("{what}: tokens").format(what=what)), as_array(logits, _("{what}: logits").format(what=what))
     expect_shape(tokens, (prompts.shape[0], n_new), _("{what}: tokens").format(what=what))
-    expect_shape(logits, (prompts.shape[0], n_new, cfg.vocab_size), _("{what}: logits").format(what=what))
+    expect_shape(logits, (prompts.shape[0], n_new, cfg.vocab_size), _("{what}: logits").format(
+        what=what))
     return tokens, logits
 
 
@@ -105,7 +106,8 @@ def accuracy_example(fn):
         swapped = np.isclose(token, 0.5) and np.isclose(sequence, 5 / 6)
         raise Fail("other", _("{what} returned ({token}, {sequence}), expected (5/6, 0.5): "
                               "per-token accuracy = share of answer tokens that are right, "
-                              "per-sequence = share of sequences with every token right.").format(what=what,
+                              "per-sequence = share of sequences with every token right.").format(
+                                  what=what,
                                 token=token, sequence=sequence)
                             + (_(" The two values are in the wrong order.") if swapped else ""))
 

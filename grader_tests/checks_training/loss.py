@@ -83,7 +83,8 @@ def loss_value(fn):
                     fault, why = f, explanation
                     break
             raise Fail(fault, _("{what}: loss {loss:.6g}, expected {expected:.6g} = mean over "
-                                "the masked positions of -log softmax(logits)[target].").format(what=what,
+                                "the masked positions of -log softmax(logits)[target].").format(
+                                    what=what,
                                   loss=loss, expected=expected)
                               + (_(" Likely cause: {why}.").format(why=why) if why else ""))
 
@@ -126,7 +127,8 @@ def loss_gradient(fn):
                               "({worst_difference}); threshold {REL_TOL:g}.").format(what=what,
                                 EPS=gradcheck.EPS, rel=rel, index=index,
                                 worst_difference=worst_difference(dlogits, numeric),
-                                REL_TOL=gradcheck.REL_TOL) + (_(" Likely cause: {why}.").format(why=why) if why else ""))
+                                REL_TOL=gradcheck.REL_TOL) + (_(" Likely cause: {why}.").format(
+                                    why=why) if why else ""))
 
 
 @check(NAME, N_("stable for logits of magnitude 1e4 (no overflow, no NaN)"))
