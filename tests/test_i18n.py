@@ -104,9 +104,13 @@ def test_every_fault_is_explained_in_italian():
     assert explain("no-such-fault") == "a fault id the kit does not know"
 
 
+# Three words in a row: prose, not code (``padding_mask(lengths=``, ``batch, bytes``).
+PROSE = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,} [A-Za-z]{2,}")
+
+
 def _english_fragments() -> set[str]:
     """The literal text of every msgid whose translation differs from it, cut at its
-    placeholders, keeping the pieces that read as a sentence (three words or more)."""
+    placeholders, keeping the pieces that read as a sentence (three words in a row)."""
     fragments = set()
     for m in catalogues.read("it"):
         if not m.id or m.string == m.id:
@@ -115,7 +119,7 @@ def _english_fragments() -> set[str]:
             for literal, _field, _spec, _conv in string.Formatter().parse(msgid):
                 for piece in literal.split("\n"):
                     piece = piece.strip(" .,;:()")
-                    if len(re.findall(r"[A-Za-z]{2,}", piece)) >= 3:
+                    if PROSE.search(piece):
                         fragments.add(piece)
     return fragments
 
@@ -312,3 +316,29 @@ def test_dashboard_page_in_italian(tmp_path):
     assert found == []
     assert "Studenti per identificativo di errore" in texts
     assert any(t.startswith("la maschera azzera i pesi dopo la softmax") for t in texts)
+
+
+def _one_bug_per_fault():
+    seen = {}
+    for bug in BUGS:
+        if bug.gap is None:
+            seen.setdefault(bug.fault, bug)
+    return sorted(seen.values(), key=lambda b: b.fault)
+
+
+@pytest.mark.parametrize("bug", _one_bug_per_fault(), ids=lambda b: b.id)
+def test_every_fault_reads_in_italian_with_the_english_verdict(bug):
+    """One catalogue entry per fault id, its function graded in both languages: the same
+    verdict check by check, and the Italian messages free of the catalogue's English."""
+    from grader_tests.runner import grade_function
+
+    namespace = build_namespace([bug.source], bug.id)
+    english = grade_function(bug.function, namespace)
+    with i18n.use_language("it"):
+        italian = grade_function(bug.function, namespace)
+        text = format_result(italian)
+    assert (italian.score, italian.max_score) == (english.score, english.max_score)
+    assert [(c.name, c.passed, c.fault) for c in italian.checks] == \
+        [(c.name, c.passed, c.fault) for c in english.checks]
+    assert bug.fault in italian.faults
+    assert sorted(f for f in _english_fragments() if f in text) == []

@@ -106,7 +106,7 @@ def _forward_mistake(y, x, gamma, beta, what, rtol=1e-6, atol=1e-8, note=_SMALL_
     fault, why = diagnose(y, _forward_variants(x, gamma, beta), None, rtol=rtol, atol=atol)
     return fault, (_("{what}: y differs from gamma * (x - mean) / sqrt(var + eps) + beta "
                      "({worst_difference}); x has shape {shape},{note}").format(what=what,
-                       worst_difference=worst_difference(y, expected), shape=x.shape, note=note)
+                       worst_difference=worst_difference(y, expected), shape=x.shape, note=_(note))
                    + (_(" Likely cause: {why}.").format(why=why) if why else
                       _(" Mean and biased variance go over the last axis of each token.")))
 
