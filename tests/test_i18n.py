@@ -342,3 +342,22 @@ def test_every_fault_reads_in_italian_with_the_english_verdict(bug):
         [(c.name, c.passed, c.fault) for c in english.checks]
     assert bug.fault in italian.faults
     assert sorted(f for f in _english_fragments() if f in text) == []
+
+
+def test_a_batch_job_grades_in_the_language_it_is_handed():
+    """The unit a batch runs in each grading process (local pool or Dask worker), in the
+    jail: the language comes as an argument, never from a file of the submission."""
+    from tests.course import ROOT
+    from grader_tests.job import grade_job
+
+    path = str(Path(ROOT) / "example" / "submitted" / "student_mask_after_softmax" /
+               "attention" / "attention.ipynb")
+    record = grade_job("student_mask_after_softmax", path, "attention", language="it")
+    sdpa = record["report"]["functions"]["scaled_dot_product_attention"]
+    failed = [c for c in sdpa["checks"] if not c["passed"]]
+    assert {c["fault"] for c in failed} == {"mask-after-softmax"}
+    assert sdpa["score"] == pytest.approx(7.2)
+    assert all("Causa probabile" in c["message"] for c in failed)
+    # check names stay the code's (English) text in the record, as in an English course
+    assert failed[0]["name"] == "causal mask: masked weights are exactly 0 and rows still sum to 1"
+    assert i18n.current_language() == "en"
