@@ -25,6 +25,7 @@ import os
 import sys
 
 from . import assignments
+from .i18n import LANGUAGES, _, course_language, use_language
 from .report import GradeReport, format_result, tampering_flags
 from .runner import grade_namespace
 from .sandbox import grade_isolated
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--unjailed", action="store_true",
                    help="where bubblewrap's jail cannot be made, run the submission in a plain "
                         "subprocess (it then runs as you: trusted code only)")
+    g.add_argument("--language", choices=LANGUAGES, default=None,
+                   help="language of the report (default: c.AttentionKit.language of the "
+                        "nbgrader_config.py of the current folder, else en)")
     b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
                        add_help=False)
     b.add_argument("rest", nargs=argparse.REMAINDER)
@@ -82,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return dashboard_main(argv[1:])
     args = parser.parse_args(argv)
+    with use_language(args.language or course_language(os.getcwd())):
+        return _grade(args)
 
+
+def _grade(args: argparse.Namespace) -> int:
     if os.path.isdir(args.path):
         return _unreadable(args, f"{args.path} is a folder: give a notebook or a .py file "
                                  f"(to grade every student of a submitted/ folder: python -m "
@@ -129,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for r in report.functions.values():
             print(format_result(r))
-        print(f"\nTotal: {report.score:.2f} / {report.max_score:g}")
+        print(_("\nTotal: {score:.2f} / {max_score:g}").format(score=report.score,
+                                                              max_score=report.max_score))
         for err in report.cell_errors:
             print(f"note: {err}")
         for flag in report.flags:

@@ -39,6 +39,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
 from . import jail
+from .i18n import DEFAULT_LANGUAGE, _, check_language, use_language
 from .submission import nbgrader_metadata
 
 RESULT_MIME = "application/vnd.attention-kit.result+json"
@@ -46,6 +47,16 @@ HIDDEN_SUFFIX = "_hidden_checks"
 # Exception names by which a cell says it ran out of time (the notebooks' own
 # ``time_limit`` raises TimeoutError; nbgrader's cell time-out records CellTimeoutError).
 TIMEOUT_NAMES = ("TimeoutError", "CellTimeoutError", "DeadKernelError")
+
+
+def config_language(config: Any) -> str:
+    """The course's language, ``c.AttentionKit.language`` of the configuration nbgrader
+    loaded for the course (never read from the submission's folder); ``"en"`` unset.
+
+    Raises:
+        ValueError: the setting names a language the kit does not have.
+    """
+    return check_language(config.get("AttentionKit", {}).get("language") or DEFAULT_LANGUAGE)
 
 
 class JoinDuplicateCells(NbGraderPreprocessor):
@@ -204,11 +215,13 @@ class JailedExecute(Execute):
         jailed = jail.use_jail(jail.allowed_by_config(self.config))
         self.kernel_manager_class = JailedKernelManager if jailed else AsyncKernelManager
         self.store_widget_state = False  # no widget state from the kernel into the notebook
+        self._language = DEFAULT_LANGUAGE  # the course's, set by each preprocess
 
     def preprocess(self, nb: NotebookNode, resources: dict, retry: int | None = None):
         from .feedback import clean_notebook
 
         self._stopped_at = None
+        self._language = config_language(self.config)  # of the notes written in the cells
         self._kept_bytes, self._kept_outputs, self._capped = 0, 0, False
         self._run_started, self._over_time_at = None, None
         self._last_graded_in_kernel = max(
@@ -262,10 +275,11 @@ class JailedExecute(Execute):
     def _drop_note(self, outs: list) -> None:
         if not self._capped:
             self._capped = True
-            outs.append(nbformat.v4.new_output(
-                "stream", name="stdout",
-                text=f"\n[output past {self.output_bytes // 2**20} MiB or "
-                     f"{self.max_outputs} outputs dropped while grading]\n"))
+            with use_language(self._language):
+                note = _("[output past {mib} MiB or {outputs} outputs dropped while "
+                         "grading]").format(mib=self.output_bytes // 2**20,
+                                            outputs=self.max_outputs)
+            outs.append(nbformat.v4.new_output("stream", name="stdout", text=f"\n{note}\n"))
 
     def process_message(self, msg: dict, cell: NotebookNode, cell_index: int):
         """nbclient's handling of one message of the kernel, counted whole; past the
@@ -346,10 +360,10 @@ class JailedExecute(Execute):
             cell.outputs = []  # graded outside the kernel (TrustedGrades)
             return cell, resources
         if self._stopped_at is not None:
-            cell.outputs = [nbformat.v4.new_output(
-                "stream", name="stdout",
-                text=f"[not run: cell {self._stopped_at + 1} ran out of time, so the cells "
-                     f"after it were not run while grading]\n")]
+            with use_language(self._language):
+                note = _("[not run: cell {cell} ran out of time, so the cells after it were "
+                         "not run while grading]").format(cell=self._stopped_at + 1)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note + "\n")]
             return cell, resources
         if self._run_started is None:
             self._run_started = time.monotonic()
@@ -361,12 +375,12 @@ class JailedExecute(Execute):
                              index + 1)
         if self._over_time_at is not None and \
                 not self._runs_past_time(cell, index):
-            cell.outputs = [nbformat.v4.new_output(
-                "stream", name="stdout",
-                text=f"[not run: the notebook's cells had run for more than "
-                     f"{self.notebook_seconds:g} s in all when grading reached this one, so "
-                     f"the cells from here on were not run (only test cells graded in the "
-                     f"kernel would be); your graded functions were graded as usual]\n")]
+            with use_language(self._language):
+                note = _("[not run: the notebook's cells had run for more than {seconds:g} s "
+                         "in all when grading reached this one, so the cells from here on were "
+                         "not run (only test cells graded in the kernel would be); your graded "
+                         "functions were graded as usual]").format(seconds=self.notebook_seconds)
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note + "\n")]
             return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -410,9 +424,12 @@ class TrustedGrades(NbGraderPreprocessor):
                 assignment = assignment_of(path)
             started = time.perf_counter()
             jailed = jail.use_jail(jail.allowed_by_config(self.config))
+            # the course's language, from the configuration nbgrader loaded for the course
+            # (never from the submission's folder)
+            language = config_language(self.config)
             results, cell_errors, flags = grade_isolated(path, assignment=assignment,
                                                          memory_mb=int(self.memory_mb),
-                                                         jailed=jailed)
+                                                         jailed=jailed, language=language)
             self.log.info("graded in the jail in %.1f s", time.perf_counter() - started)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -430,10 +447,11 @@ class TrustedGrades(NbGraderPreprocessor):
                     traceback=[f"{graded} is not a graded name of assignment {assignment}: "
                                f"this cell earns no points"])]
                 continue
-            report = format_result(result)
-            if flags:
-                report += "\n\nFlagged for the instructor's review:\n" + \
-                    "\n".join(f"  - {f}" for f in flags)
+            with use_language(language):
+                report = format_result(result)
+                if flags:
+                    report += "\n\n" + _("Flagged for the instructor's review:") + "\n" + \
+                        "\n".join(f"  - {f}" for f in flags)
             cell.outputs = [
                 nbformat.v4.new_output("stream", name="stdout", text=report + "\n"),
                 nbformat.v4.new_output("display_data", data={RESULT_MIME: result.to_json()}),

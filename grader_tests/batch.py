@@ -47,6 +47,7 @@ from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
 from .config import course_config
+from .i18n import course_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
                         open_gradebook, require_assignment, withdraw_grade, write_gradebook)
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
@@ -331,6 +332,10 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
             allow_unjailed or bool(course_config(root, "AttentionKit").get("allow_unjailed")))
     except JailUnavailable as exc:
         raise BatchSetupError(str(exc)) from None
+    try:  # the reports' language: the course's setting, read here and handed to each job
+        language = course_language(root)
+    except ValueError as exc:
+        raise BatchSetupError(str(exc)) from None
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(owner))
@@ -349,7 +354,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         recorder = Recorder(Log(log_path), gb, owner, root, course_id)
         jobs = _queue(submitted, [s for s in students if s not in absent], recorder)
         _grade(jobs, recorder, workers or os.cpu_count() or 1, jailed, progress, scheduler,
-               task_time_limit)
+               task_time_limit, language)
     if not jobs and progress:
         graded = len(students) - len(absent)
         print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
@@ -360,7 +365,8 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
 
 
 def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed: bool,
-           progress: bool, scheduler: str | None, task_time_limit: float | None) -> None:
+           progress: bool, scheduler: str | None, task_time_limit: float | None,
+           language: str = "en") -> None:
     """Grade ``jobs`` on the local pool or the Dask cluster, handing each record to
     ``recorder`` as it arrives, with a progress bar."""
     if not jobs:
@@ -380,9 +386,10 @@ def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed
 
         say = bar.console.print if bar is not None else (lambda text: None)
         records = grade_on_cluster(scheduler, jobs, task_time_limit or TASK_TIME_LIMIT,
-                                   progress=say, assignment=name, held_on_stop=held)
+                                   progress=say, assignment=name, held_on_stop=held,
+                                   language=language)
     else:
-        records = grade_in_pool(jobs, workers, name, jailed)
+        records = grade_in_pool(jobs, workers, name, jailed, language)
     try:
         with contextlib.closing(records):  # stopped here, the executor stops its work
             for student, record in records:

@@ -50,9 +50,11 @@ import urllib.parse
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, TextIO
 
-from .faults import FAULTS
+from .faults import FAULTS, explain  # noqa: F401  (FAULTS re-exported)
+from .i18n import N_, _, course_language, current_language, use_language
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -62,10 +64,10 @@ DEFAULT_ASSIGNMENT = "attention"
 FOLDER = "dashboard"  # beside the course's autograded/ and feedback/
 # The figures, in the page's order: file stem -> (title, caption).
 FIGURES = {
-    "scores": "Score distribution",
-    "functions": "Points per graded part",
-    "faults": "Students per fault id",
-    "heatmap": "Student x graded part",
+    "scores": N_("Score distribution"),
+    "functions": N_("Points per graded part"),
+    "faults": N_("Students per fault id"),
+    "heatmap": N_("Student x graded part"),
 }
 PNG_DPI = 150
 # Tolerance between a recorded report's points and the gradebook's automatic score
@@ -444,14 +446,17 @@ def figure_scores(data: ClassResults) -> Figure:
     ax.hist(scores, bins=bins, color="#4c72b0", edgecolor="white")
     if scores:
         mean, median = statistics.fmean(scores), statistics.median(scores)
-        ax.axvline(mean, color="#c44e52", linestyle="--", label=f"mean {mean:.1f}")
-        ax.axvline(median, color="#222222", linestyle=":", label=f"median {median:.1f}")
+        ax.axvline(mean, color="#c44e52", linestyle="--",
+                   label=_("mean {mean:.1f}").format(mean=mean))
+        ax.axvline(median, color="#222222", linestyle=":",
+                   label=_("median {median:.1f}").format(median=median))
         ax.legend(loc="upper left")
     ax.set_xlim(0, top)
     ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_xlabel(f"score (points out of {top:g})")
-    ax.set_ylabel("students")
-    ax.set_title(f"{FIGURES['scores']}: {len(scores)} students graded")
+    ax.set_xlabel(_("score (points out of {top:g})").format(top=top))
+    ax.set_ylabel(_("students"))
+    ax.set_title(_("{title}: {count} students graded").format(title=_(FIGURES["scores"]),
+                                                             count=len(scores)))
     return fig
 
 
@@ -480,17 +485,17 @@ def figure_functions(data: ClassResults) -> Figure:
     fig = _figure(7.5, 0.32 * len(names) + 1.4)
     ax = fig.add_subplot()
     y = list(range(len(names)))
-    ax.barh(y, [stats[n]["max"] for n in names], color="#dddddd", label="maximum")
+    ax.barh(y, [stats[n]["max"] for n in names], color="#dddddd", label=_("maximum"))
     ax.barh(y, [stats[n]["mean"] for n in names], height=0.55, color="#4c72b0",
-            label="class mean")
+            label=_("class mean"))
     lows = [stats[n]["mean"] - stats[n]["min"] for n in names]
     highs = [stats[n]["highest"] - stats[n]["mean"] for n in names]
     ax.errorbar([stats[n]["mean"] for n in names], y, xerr=[lows, highs], fmt="none",
-                ecolor="#222222", capsize=3, label="lowest to highest")
+                ecolor="#222222", capsize=3, label=_("lowest to highest"))
     ax.set_yticks(y, [plain_label(n) for n in names], parse_math=False)
     ax.invert_yaxis()
-    ax.set_xlabel("points")
-    ax.set_title(FIGURES["functions"])
+    ax.set_xlabel(_("points"))
+    ax.set_title(_(FIGURES["functions"]))
     ax.legend(loc="lower right", fontsize="small")
     return fig
 
@@ -502,7 +507,7 @@ def figure_faults(data: ClassResults) -> Figure:
     ax = fig.add_subplot()
     n = len(data.students)
     if not counts:
-        ax.text(0.5, 0.5, "no fault reported", ha="center", va="center",
+        ax.text(0.5, 0.5, _("no fault reported"), ha="center", va="center",
                 transform=ax.transAxes)
         ax.set_axis_off()
     else:
@@ -512,15 +517,15 @@ def figure_faults(data: ClassResults) -> Figure:
         for yi, fault in zip(y, ids):
             ax.text(len(counts[fault]), yi, f" {len(counts[fault])}", va="center",
                     parse_math=False)
-            explanation = FAULTS.get(fault, "a fault id the kit does not know")
+            explanation = explain(fault)
             ax.text(0, yi + 0.36, plain_label(explanation, 125), va="center", fontsize=7,
                     color="#444444", parse_math=False)
         ax.set_yticks(y, [plain_label(f) for f in ids], parse_math=False)
         ax.set_ylim(len(ids) - 0.4, -0.5)
         ax.set_xlim(0, max(n, 1) * 1.05)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel(f"students (of {n})")
-    ax.set_title(FIGURES["faults"])
+        ax.set_xlabel(_("students (of {n})").format(n=n))
+    ax.set_title(_(FIGURES["faults"]))
     return fig
 
 
@@ -555,10 +560,10 @@ def figure_heatmap(data: ClassResults) -> Figure:
                     ax.text(j, i, f"{part.score:g}", ha="center", va="center", fontsize=6,
                             parse_math=False)
     else:
-        ax.set_ylabel(f"{len(rows)} students, by id")
+        ax.set_ylabel(_("{count} students, by id").format(count=len(rows)))
         ax.set_yticks([])
-    fig.colorbar(image, ax=ax, label="fraction of the points", shrink=0.8)
-    ax.set_title(FIGURES["heatmap"])
+    fig.colorbar(image, ax=ax, label=_("fraction of the points"), shrink=0.8)
+    ax.set_title(_(FIGURES["heatmap"]))
     return fig
 
 
@@ -639,43 +644,77 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
     scores = [s.score for s in graded]
     stats = part_statistics(data)
     faults = data.fault_counts()
-    a = E(data.assignment)
+    label = SimpleNamespace(  # the page's labels, translated and escaped
+        submissions=E(_("submissions")),
+        graded=E(_("graded")),
+        mean_score=E(_("mean score")),
+        median_score=E(_("median score")),
+        lowest_highest=E(_("lowest, highest")),
+        to_review=E(_("to review (flagged or waiting for a manual grade)")),
+        students_without_a_submission=E(_("students without a submission")),
+        for_slides=E(_("For slides: {png}, {svg} in this folder.")),
+        part=E(_("part")),
+        max=E(_("max")),
+        mean=E(_("mean")),
+        lowest=E(_("lowest")),
+        highest=E(_("highest")),
+        full_marks=E(_("full marks")),
+        fault_id=E(_("fault id")),
+        what_it_means=E(_("what it means")),
+        students=E(_("students")),
+        students_heading=E(_("Students")),
+        who=E(_("who")),
+        no_fault_reported=E(_("No fault reported.")),
+        student=E(_("student")),
+        score=E(_("score")),
+        review=E(_("review")),
+        below_full_marks=E(_("below full marks: part points (fault ids)")),
+        notes=E(_("notes")),
+        no_feedback_page=E(_("(no feedback page)")),
+        part_not_graded=E(_("{part} not graded")),
+    )
+    title = E(_("{assignment}: class dashboard").format(assignment=data.assignment))
     out = [
-        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        "<!DOCTYPE html>", f'<html lang="{current_language()}">', "<head>",
+        '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{a}: class dashboard</title>", f"<style>{STYLE}</style>", "</head>",
+        f"<title>{title}</title>", f"<style>{STYLE}</style>", "</head>",
         "<body>",
-        f"<h1>{a}: class dashboard</h1>",
-        f'<p class="muted">course {E(data.course_id)}; from the gradebook, written '
-        f"{E(generated)}.</p>",
+        f"<h1>{title}</h1>",
+        '<p class="muted">' + E(_("course {course}; from the gradebook, written {when}.").format(
+            course=data.course_id, when=generated)) + "</p>",
         '<table id="overview"><tbody>',
-        f'<tr><th>submissions</th><td class="num">{len(data.students)}</td></tr>',
-        f'<tr><th>graded</th><td class="num">{len(graded)}</td></tr>',
+        f'<tr><th>{label.submissions}</th><td class="num">{len(data.students)}</td></tr>',
+        f'<tr><th>{label.graded}</th><td class="num">{len(graded)}</td></tr>',
     ]
     if scores:
-        out += [f'<tr><th>mean score</th><td class="num">{statistics.fmean(scores):.2f} / '
-                f"{data.max_score:g}</td></tr>",
-                f'<tr><th>median score</th><td class="num">{statistics.median(scores):.2f}'
-                f"</td></tr>",
-                f'<tr><th>lowest, highest</th><td class="num">{min(scores):.2f}, '
+        out += [f'<tr><th>{label.mean_score}</th><td class="num">'
+                f"{statistics.fmean(scores):.2f} / {data.max_score:g}</td></tr>",
+                f'<tr><th>{label.median_score}</th><td class="num">'
+                f"{statistics.median(scores):.2f}</td></tr>",
+                f'<tr><th>{label.lowest_highest}</th><td class="num">{min(scores):.2f}, '
                 f"{max(scores):.2f}</td></tr>"]
     review = [s for s in data.students if s.flagged or s.needs_manual_grade]
-    out += [f'<tr><th>to review (flagged or waiting for a manual grade)</th>'
+    out += [f'<tr><th>{label.to_review}</th>'
             f'<td class="num">{len(review)}</td></tr>',
-            f'<tr><th>students without a submission</th><td class="num">{len(data.absent)}'
-            "</td></tr>", "</tbody></table>"]
+            f'<tr><th>{label.students_without_a_submission}</th>'
+            f'<td class="num">{len(data.absent)}</td></tr>', "</tbody></table>"]
 
-    for stem, title in FIGURES.items():
+    for stem, figure_title in FIGURES.items():
+        title = _(figure_title)
         uri = "data:image/svg+xml;base64," + base64.b64encode(svgs[stem]).decode("ascii")
         out += [f'<h2 id="{stem}">{E(title)}</h2>', '<figure class="dashboard-figure">',
                 f'<img src="{uri}" alt="{E(title)}">',
-                f'<figcaption>For slides: <code>{stem}.png</code>, <code>{stem}.svg</code> '
-                f"in this folder.</figcaption>", "</figure>"]
+                "<figcaption>" + label.for_slides.format(
+                    png=f"<code>{stem}.png</code>", svg=f"<code>{stem}.svg</code>")
+                + "</figcaption>", "</figure>"]
         if stem == "functions":
-            out += ['<table id="parts"><thead><tr><th>part</th><th class="num">max</th>'
-                    '<th class="num">mean</th><th class="num">lowest</th>'
-                    '<th class="num">highest</th><th class="num">full marks</th></tr>'
+            out += [f'<table id="parts"><thead><tr><th>{label.part}</th>'
+                    f'<th class="num">{label.max}</th>'
+                    f'<th class="num">{label.mean}</th><th class="num">{label.lowest}</th>'
+                    f'<th class="num">{label.highest}</th>'
+                    f'<th class="num">{label.full_marks}</th></tr>'
                     "</thead><tbody>"]
             for name, st in stats.items():
                 out.append(f"<tr><td><code>{E(name)}</code></td>"
@@ -686,37 +725,42 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
                            f'<td class="num">{st["full"]}</td></tr>')
             out.append("</tbody></table>")
         if stem == "faults":
-            out += ['<table id="faults"><thead><tr><th>fault id</th><th>what it means</th>'
-                    '<th class="num">students</th><th>who</th></tr></thead><tbody>']
+            out += [f'<table id="faults"><thead><tr><th>{label.fault_id}</th>'
+                    f'<th>{label.what_it_means}</th>'
+                    f'<th class="num">{label.students}</th><th>{label.who}</th></tr>'
+                    "</thead><tbody>"]
             for fault, who in faults.items():
-                meaning = FAULTS.get(fault, "a fault id the kit does not know")
+                meaning = explain(fault)
                 out.append(f"<tr><td><code>{E(fault)}</code></td><td>{E(meaning)}</td>"
                            f'<td class="num">{len(who)}</td><td>{E(", ".join(who))}</td></tr>')
             out.append("</tbody></table>")
             if not faults:
-                out.append("<p>No fault reported.</p>")
+                out.append(f"<p>{label.no_fault_reported}</p>")
 
-    out += ['<h2 id="students">Students</h2>',
-            '<table id="student-table"><thead><tr><th>student</th><th class="num">score</th>'
-            "<th>review</th><th>below full marks: part points (fault ids)</th><th>notes</th>"
-            "</tr></thead><tbody>"]
+    out += [f'<h2 id="students">{label.students_heading}</h2>',
+            f'<table id="student-table"><thead><tr><th>{label.student}</th>'
+            f'<th class="num">{label.score}</th>'
+            f"<th>{label.review}</th>"
+            f"<th>{label.below_full_marks}</th>"
+            f"<th>{label.notes}</th></tr></thead><tbody>"]
     for s in data.students:
         name = E(s.student)
         cell = (f'<a class="feedback" href="{_link(s.feedback, out_dir)}">{name}</a>'
-                if s.feedback else f'{name} <span class="muted">(no feedback page)</span>')
+                if s.feedback else
+                f'{name} <span class="muted">{label.no_feedback_page}</span>')
         lost = []
         for p in s.parts.values():
             if p.score is None:
-                lost.append(f"<code>{E(p.name)}</code> not graded")
+                lost.append(label.part_not_graded.format(part=f"<code>{E(p.name)}</code>"))
             elif below_full_marks(p):
-                why = "fault ids unknown" if p.faults is None else ", ".join(p.faults)
+                why = _("fault ids unknown") if p.faults is None else ", ".join(p.faults)
                 lost.append(f"<code>{E(p.name)}</code> {p.score:g}/{p.max_score:g} ({E(why)})")
-        review_text = "; ".join(t for t, on in (("flagged", s.flagged),
-                                                ("manual grade", s.needs_manual_grade)) if on)
+        review_text = "; ".join(t for t, on in ((_("flagged"), s.flagged),
+                                                (_("manual grade"), s.needs_manual_grade)) if on)
         notes = list(s.notes)
         if s.source is None:
-            notes.append("fault ids unknown: the gradebook's scores match neither "
-                         "autograded/ nor the batch log")
+            notes.append(_("fault ids unknown: the gradebook's scores match neither "
+                           "autograded/ nor the batch log"))
         out.append(f"<tr><td>{cell}</td>"
                    f'<td class="num">{_num(s.score)} / {s.max_score:g}</td>'
                    f'<td class="flag">{E(review_text)}</td>'
@@ -724,8 +768,9 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
                    f"<td>{'<br>'.join(E(n) for n in notes)}</td></tr>")
     out.append("</tbody></table>")
     if data.absent:
-        out.append(f"<p>In the gradebook without a submission of {a}: "
-                   f"{E(', '.join(data.absent))}.</p>")
+        out.append("<p>" + E(_("In the gradebook without a submission of {assignment}: "
+                                "{students}.").format(assignment=data.assignment,
+                                                      students=", ".join(data.absent))) + "</p>")
     out += ["</body>", "</html>", ""]
     return "\n".join(out)
 
@@ -749,6 +794,12 @@ def write_dashboard(root: Path, assignment: str = DEFAULT_ASSIGNMENT,
         DashboardError: no gradebook, or the assignment is not in it.
     """
     root = Path(root).resolve()
+    with use_language(course_language(str(root))):
+        return _write_dashboard(root, assignment, db_url, log_path, out_dir)
+
+
+def _write_dashboard(root: Path, assignment: str, db_url: str | None,
+                     log_path: Path | None, out_dir: Path | None) -> Path:
     data = read_results(root, assignment, db_url, log_path)
     out_dir = Path(out_dir or root / FOLDER / assignment).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)

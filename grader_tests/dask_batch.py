@@ -189,13 +189,14 @@ class GradingProcess:
 
     def grade(self, student: str, path: str, time_limit: float,
               assignment: str = DEFAULT_ASSIGNMENT,
-              cancelled: Callable[[], bool] | None = None) -> dict:
+              cancelled: Callable[[], bool] | None = None, language: str = "en") -> dict:
         """``job.grade_job(student, path, assignment)`` in the grading process, within
         ``time_limit`` s.
 
         Args:
             cancelled: asked every ``POLL_SECONDS`` while the process grades (e.g.
                 ``task_cancelled()``); once it returns True the process is killed.
+            language: the language of the report's messages (``i18n.LANGUAGES``).
 
         Returns:
             dict, the record of ``job.grade_job``.
@@ -208,7 +209,8 @@ class GradingProcess:
         deadline = time.monotonic() + time_limit
         try:
             self.conn.send_bytes(json.dumps({"student": student, "path": path,
-                                             "assignment": assignment}).encode())
+                                             "assignment": assignment,
+                                             "language": language}).encode())
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -241,7 +243,7 @@ class GradingProcess:
 
 
 def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TASK_TIME_LIMIT,
-                assignment: str = DEFAULT_ASSIGNMENT) -> dict:
+                assignment: str = DEFAULT_ASSIGNMENT, language: str = "en") -> dict:
     """The Dask task: grade one submission sent as bytes; return the batch record.
 
     Args:
@@ -251,6 +253,8 @@ def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TA
         data: bytes, the file's content.
         time_limit: float, seconds the grading may take.
         assignment: str, the assignment's name (``assignments.ASSIGNMENTS``).
+        language: the language of the report's messages (``i18n.LANGUAGES``), the
+            coordinator's course setting: a worker reads no course configuration.
 
     Returns:
         dict, the record of ``job.grade_job`` plus ``worker`` (the worker's address).
@@ -269,7 +273,7 @@ def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TA
         process = GradingProcess(tmpdir=folder)
         try:
             record = process.grade(student, path, time_limit, assignment,
-                                   cancelled=task_cancelled())
+                                   cancelled=task_cancelled(), language=language)
         finally:
             process.kill()
     record["worker"] = _worker_address()
@@ -289,7 +293,8 @@ def _serve(fd):
         except (EOFError, OSError):
             return 0
         record = grade_job(request["student"], request["path"],
-                           request.get("assignment", DEFAULT_ASSIGNMENT))
+                           request.get("assignment", DEFAULT_ASSIGNMENT),
+                           language=request.get("language") or "en")
         conn.send_bytes(json.dumps(record).encode())
 
 
@@ -357,7 +362,8 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
                      progress: Callable[[str], None] | None = None,
                      worker_wait: float = WORKER_WAIT,
                      assignment: str = DEFAULT_ASSIGNMENT,
-                     held_on_stop: dict | None = None) -> Iterator[tuple[str, dict]]:
+                     held_on_stop: dict | None = None,
+                     language: str = "en") -> Iterator[tuple[str, dict]]:
     """Grade ``jobs`` on the Dask cluster of ``scheduler``; yield each student's record.
 
     Args:
@@ -369,6 +375,7 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
         assignment: str, the assignment's name: which graders the workers run.
         held_on_stop: a dict the generator fills, when it is stopped, with the tasks
             still held after ``STOP_WAIT`` (``stop_tasks``'s answer), or None.
+        language: the language of the reports' messages (the course's setting).
 
     Yields:
         ``(student, record)`` once per student, in the order results arrive: the
@@ -403,7 +410,8 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
             if others:  # a retry goes to another worker, or anywhere if those leave
                 placement = {"workers": others, "allow_other_workers": True}
             future = client.submit(grade_bytes, student, os.path.basename(path), data,
-                                   time_limit, assignment, key=f"grade-{student}-{uuid.uuid4().hex}",
+                                   time_limit, assignment, language,
+                                   key=f"grade-{student}-{uuid.uuid4().hex}",
                                    pure=False, **placement)
             meta[future] = (student, path, hashlib.sha256(data).hexdigest())
             running.add(future)

@@ -40,6 +40,7 @@ import numpy as np
 
 from solutions import attention as reference
 
+from .i18n import _
 from .integrity import rigged_object
 from .lookup import nudgeable
 from .rebind import rebound, rebound_many
@@ -325,7 +326,7 @@ def contents(value: object) -> list[tuple[str, object]]:
             found.append((path, ("ndarray", "object", *obj.shape)))
         elif issubclass(kind, dict):
             entries = list(dict.items(obj))
-            if all(type(k) is str for k, _ in entries):
+            if all(type(k) is str for k, _v in entries):
                 children = [(f"[{k!r}]", v) for k, v in sorted(entries, key=lambda kv: kv[0])]
             else:
                 children = [(f"<key {i}>", x) for i, kv in enumerate(entries) for x in kv]
@@ -457,7 +458,8 @@ def _refuse_rigged(result, opaque=()):
     positions of a returned tuple that the contract leaves opaque, never judged)."""
     rigged = rigged_object(result, opaque)
     if rigged:
-        raise Fail("tampering", f"{rigged}: results are compared as plain NumPy arrays.")
+        raise Fail("tampering", _("{rigged}: results are compared as plain NumPy arrays.").format(
+            rigged=rigged))
 
 
 def call_watching_inputs(fn, *args, **kwargs):
@@ -674,8 +676,8 @@ def peer(name: str) -> Callable:
     namespace = session.namespace or {}
     fn = namespace.get(name)
     if not callable(fn):
-        raise Fail("not-implemented", f"{name} is missing, and this check needs the cache it "
-                                      f"returns.")
+        raise Fail("not-implemented", _("{name} is missing, and this check needs the cache it "
+                                        "returns.").format(name=name))
     isolated = isolate(fn, namespace, name)
     session.roles[id(isolated)] = (isolated, name)
     return isolated

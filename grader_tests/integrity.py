@@ -32,6 +32,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .i18n import _
 from .wire import Handle
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,22 +89,22 @@ def environment_problems():
     for name in NUMPY_NAMES:
         obj = getattr(np, name, None)
         if obj is not None and not _numpy_object_ok(obj):
-            problems.append(f"numpy.{name} was replaced")
+            problems.append(_("numpy.{name} was replaced").format(name=name))
     testing = sys.modules.get("numpy.testing")
     if testing is not None:
         for name in TESTING_NAMES:
             obj = getattr(testing, name, None)
             if obj is not None and not _numpy_object_ok(obj):
-                problems.append(f"numpy.testing.{name} was replaced")
+                problems.append(_("numpy.testing.{name} was replaced").format(name=name))
     for name in BUILTIN_NAMES:
         obj = getattr(builtins, name, None)
         if obj is not None and not (isinstance(obj, (types.BuiltinFunctionType, type))
                                     and getattr(obj, "__module__", None) == "builtins"):
-            problems.append(f"builtins.{name} was replaced")
+            problems.append(_("builtins.{name} was replaced").format(name=name))
     assertion = getattr(builtins, "AssertionError", None)
     if not (isinstance(assertion, type) and assertion.__module__ == "builtins"
             and assertion.__name__ == "AssertionError" and issubclass(assertion, Exception)):
-        problems.append("builtins.AssertionError was redefined")
+        problems.append(_("builtins.AssertionError was redefined"))
     for modname, directory in (("grader_tests", _PROTECTED_DIRS[0]),
                                ("solutions", _PROTECTED_DIRS[1]), ("numpy", _NUMPY_DIR)):
         for key, module in list(sys.modules.items()):
@@ -117,7 +118,8 @@ def environment_problems():
                 # module with no file is not one of ours
                 if modname == "numpy" and filename is None:
                     continue
-                problems.append(f"sys.modules['{key}'] is not the installed module")
+                problems.append(_("sys.modules['{key}'] is not the installed module").format(
+                    key=key))
     return problems
 
 
@@ -130,11 +132,11 @@ def is_protected_module(module):
     return name.split(".")[0] in ("solutions", "grader_tests")
 
 
-def borrowed_reference(fn):
-    """If ``fn`` (or what it wraps) is code of the reference or the graders, say so.
+def borrowed_file(fn):
+    """The file of the reference or the graders that ``fn`` (or what it wraps) comes from.
 
     Returns:
-        str or None.
+        str, the file relative to the kit, or None.
     """
     seen = set()
     stack = [fn]
@@ -145,8 +147,7 @@ def borrowed_reference(fn):
         seen.add(id(obj))
         filename = _python_code_file(obj)
         if filename and any(_in_dir(filename, d) for d in _PROTECTED_DIRS):
-            return (f"its code comes from {os.path.relpath(filename, _ROOT)}, the kit's "
-                    f"reference or graders, not from the submission")
+            return os.path.relpath(filename, _ROOT)
         for attr in ("__wrapped__", "func", "__func__"):
             try:  # a student's object may raise anything from __getattr__
                 inner = getattr(obj, attr, None)
@@ -179,6 +180,19 @@ RIGGED_MAX_OBJECTS = 100_000
 RIGGED_MAX_DEPTH = 8
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type())
 
+
+
+def borrowed_reference(fn):
+    """If ``fn`` (or what it wraps) is code of the reference or the graders, say so.
+
+    Returns:
+        str or None.
+    """
+    path = borrowed_file(fn)
+    if path is None:
+        return None
+    return _("its code comes from {path}, the kit's reference or graders, not from the "
+             "submission").format(path=path)
 
 def _stdlib_dirs():
     paths = sysconfig.get_paths()
@@ -243,18 +257,21 @@ def _numpy_or_builtin_class(kind):
 def _rigged_kind(kind):
     """Why objects of class ``kind`` cannot be trusted where a value is compared, or None."""
     if issubclass(kind, np.ndarray) and not _numpy_or_builtin_class(kind):
-        return f"an ndarray subclass {kind.__module__}.{kind.__qualname__} defined by the submission"
+        return _("an ndarray subclass {module}.{name} defined by the submission").format(
+            module=kind.__module__, name=kind.__qualname__)
     if issubclass(kind, (int, float, complex, np.generic)) and not _numpy_or_builtin_class(kind):
         base = next(b for b in kind.__mro__ if not b.__flags__ & _HEAPTYPE)
-        return (f"a {kind.__qualname__} object, a subclass of {base.__module__}."
-                f"{base.__qualname__}".replace("builtins.", "") + " defined by the submission")
+        base_name = f"{base.__module__}.{base.__qualname__}".replace("builtins.", "")
+        return _("a {kind} object, a subclass of {base} defined by the submission").format(
+            kind=kind.__qualname__, base=base_name)
     for name in ARRAY_PROTOCOL:
         if not _trusted_attribute(kind, name):
-            return (f"a {kind.__qualname__} object that poses as an array (its {name} is "
-                    f"defined by the submission)")
+            return (_("a {kind} object that poses as an array (its {name} is defined by the "
+                      "submission)").format(kind=kind.__qualname__, name=name))
     for name, operator in COMPARISONS.items():
         if not _trusted_attribute(kind, name):
-            return f"a {kind.__qualname__} object whose {operator} is defined by the submission"
+            return _("a {kind} object whose {operator} is defined by the submission").format(
+                kind=kind.__qualname__, operator=operator)
     return None
 
 
@@ -297,7 +314,7 @@ def rigged_object(value: object, opaque: Iterable[int] = ()) -> str | None:
         items = [v for i, v in enumerate(value) if i not in skip]
         found = _rigged_kind(type(value))
         if found:
-            return f"it returned {found}"
+            return _("it returned {found}").format(found=found)
     else:
         items = [value]
     budget = [RIGGED_MAX_OBJECTS]
@@ -305,7 +322,7 @@ def rigged_object(value: object, opaque: Iterable[int] = ()) -> str | None:
     for item in items:
         found = _rigged_value(item, 0, budget, kinds)
         if found:
-            return f"it returned {found}"
+            return _("it returned {found}").format(found=found)
     return None
 
 

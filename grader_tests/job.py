@@ -33,7 +33,7 @@ def die_with_parent() -> None:
 
 
 def grade_job(student: str, path: str, assignment: "str | Assignment" = assignments.DEFAULT,
-              jailed: bool = True) -> dict:
+              jailed: bool = True, language: str | None = None) -> dict:
     """Grade one file of ``assignment`` in the jail; never raises.
 
     Whatever the submission does (time, memory, death, a ``BaseException``, garbage on the
@@ -45,6 +45,8 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
         path: str, the submission file (notebook or ``.py``).
         assignment: the ``Assignment`` or its name.
         jailed: bool, grade in the jail (False only where unjailed grading was allowed).
+        language: the language of the report's messages (``i18n.LANGUAGES``), read by the
+            batch from the course's configuration (default: this process's current one).
 
     Returns:
         the record: ``{"student", "report" (``GradeReport.to_json`` or None), "cell_errors",
@@ -58,7 +60,8 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
     started = time.perf_counter()
     grading_error = False
     try:
-        results, cell_errors, flags = grade_isolated(path, assignment=name, jailed=jailed)
+        results, cell_errors, flags = grade_isolated(path, assignment=name, jailed=jailed,
+                                                     language=language)
         report = GradeReport(name, results, cell_errors, flags).to_json()
         error = None
     except JailUnavailable as exc:

@@ -26,7 +26,7 @@ def kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 
 
 def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
-                  jailed: bool = True) -> Iterator[tuple[str, dict]]:
+                  jailed: bool = True, language: str = "en") -> Iterator[tuple[str, dict]]:
     """Grade ``jobs`` in a pool of ``workers`` processes, one fresh process per job.
 
     Args:
@@ -34,6 +34,7 @@ def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
         workers: int, processes of the pool.
         assignment: str, the assignment's name.
         jailed: bool, grade in the jail.
+        language: the language of the reports' messages (the course's setting).
 
     Yields:
         ``(student, record)`` in the order the jobs finish: ``grade_job``'s record, or a
@@ -48,7 +49,7 @@ def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
         max_workers=workers, mp_context=context, max_tasks_per_child=1,
         initializer=die_with_parent)
     try:
-        futures = {pool.submit(grade_job, s, p, assignment, jailed): s for s, p in jobs}
+        futures = {pool.submit(grade_job, s, p, assignment, jailed, language): s for s, p in jobs}
         for future in concurrent.futures.as_completed(futures):
             student = futures[future]
             try:

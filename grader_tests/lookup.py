@@ -38,6 +38,8 @@ import re
 
 import numpy as np
 
+from .i18n import _
+
 # Relative size of the nudge, per input dtype, and the largest second difference, relative
 # to (1 + the largest output entry), that a smooth function may show, per output dtype.
 NUDGE = {np.dtype(np.float64): 1e-8, np.dtype(np.float32): 1e-5}
@@ -154,9 +156,11 @@ def jump(results):
         if _without_values(shape0) == _without_values(shape1) == _without_values(shape2):
             return None  # only integer or boolean entries changed (an argmax flipped at a
             #              near-tie, say): the function is discrete here, no verdict
-        return math.inf, f"the structure of its result changed: {shape0} became {shape1}"
+        return math.inf, _("the structure of its result changed: {shape0} became {shape1}").format(
+            shape0=shape0,
+                             shape1=shape1)
     worst = None
-    for (path, a0), (_, a1), (_, a2) in zip(leaves0, leaves1, leaves2):
+    for (path, a0), (_unused, a1), (_unused, a2) in zip(leaves0, leaves1, leaves2):
         finite = np.isfinite(a0) & np.isfinite(a1) & np.isfinite(a2)
         if not (np.array_equal(finite, np.isfinite(a0)) and np.array_equal(
                 np.isfinite(a0), np.isfinite(a1))):
@@ -164,7 +168,8 @@ def jump(results):
                 # finite everywhere on the graders' input, NaN or infinite a hair away:
                 # no computation of the contract does that (the probe asks it of two
                 # step sizes before it says so)
-                return math.inf, f"{path} became NaN or infinite when the input moved"
+                return math.inf, _("{path} became NaN or infinite when the input moved").format(
+                    path=path)
             return None  # undefined here (a division by a zero variance, say): no verdict
         if not finite.any():
             continue
@@ -175,8 +180,9 @@ def jump(results):
         tolerance = TOLERANCE.get(a0.dtype, TOLERANCE[np.dtype(np.float32)])
         if size > tolerance and (worst is None or size / tolerance > worst[0]):
             worst = (size / tolerance,
-                     f"{path} jumped by {size:.3g} (relative to 1 + its largest entry; a "
-                     f"smooth function stays below {tolerance:g})")
+                     _("{path} jumped by {size:.3g} (relative to 1 + its largest entry; a smooth "
+                       "function stays below {tolerance:g})").format(path=path, size=size,
+                         tolerance=tolerance))
     return worst
 
 
@@ -213,19 +219,19 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
             try:
                 results = [base, at(unit), at(2 * unit)]
             except Exception as exc:
-                return (f"it returned on one of the graders' inputs but raised "
-                        f"{type(exc).__name__} when that input was moved by a relative 1e-5 or "
-                        f"less: its answers follow the exact input "
-                        f"(a lookup of stored answers?), not a computation")
+                return (_("it returned on one of the graders' inputs but raised {kind} when that "
+                          "input was moved by a relative 1e-5 or less: its answers follow the "
+                          "exact input (a lookup of stored answers?), not a computation").format(
+                              kind=type(exc).__name__))
             gap = jump(results)
             if gap is None:
                 break
             gaps.append(gap)
         if len(gaps) == 2 and gaps[1][0] >= 0.5 * gaps[0][0]:
-            return (f"moving one of the graders' inputs by a relative 1e-5 or less changed "
-                    f"its answer abruptly ({gaps[1][1]}; as much for a step 64 times smaller), "
-                    f"which no computation of this contract does: its answers follow the "
-                    f"exact input (a lookup of stored answers?), not a computation")
+            return (_("moving one of the graders' inputs by a relative 1e-5 or less changed its "
+                      "answer abruptly ({gaps}; as much for a step 64 times smaller), which no "
+                      "computation of this contract does: its answers follow the exact input (a "
+                      "lookup of stored answers?), not a computation").format(gaps=gaps[1][1]))
     return None
 
 
@@ -254,19 +260,20 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
             theirs = reference(*copy.deepcopy(list(args)), **copy.deepcopy(dict(kwargs)))
         except Exception:
             continue
-        mine_leaves, _ = _leaves(mine)
+        mine_leaves, _unused = _leaves(mine)
         if not mine_leaves:
             return None
         if any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
-               for _, a in mine_leaves):
+               for _unused, a in mine_leaves):
             return None  # it answers with values that vary: it computes something
         seen += 1
         varied = varied or any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
-                               for _, a in _leaves(theirs)[0])
+                               for _unused, a in _leaves(theirs)[0])
     if seen >= 2 and varied:
-        return (f"on {seen} of the graders' inputs it returned arrays that hold one value "
-                f"repeated, where the correct answers vary: it computes nothing from its "
-                f"input, so the checks of its shape, dtype and side effects earn nothing")
+        return (_("on {seen} of the graders' inputs it returned arrays that hold one value "
+                  "repeated, where the correct answers vary: it computes nothing from its input, "
+                  "so the checks of its shape, dtype and side effects earn nothing").format(
+                      seen=seen))
     return None
 
 
@@ -292,7 +299,7 @@ def _error(mine, theirs):
     if mine_shape != their_shape:
         return math.inf
     worst = 0.0
-    for (_, a), (_, b) in zip(mine_leaves, their_leaves):
+    for (_unused, a), (_unused, b) in zip(mine_leaves, their_leaves):
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         finite = np.isfinite(b)
         if not np.array_equal(np.isfinite(a), finite):
@@ -393,11 +400,11 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
             try:
                 mine_moved = invoke(fn, copy.deepcopy(moved_args), copy.deepcopy(moved_kwargs))
             except Exception as exc:
-                return (f"it gave the right answer on one of the graders' inputs but raised "
-                        f"{type(exc).__name__} when that input was moved by a relative "
-                        f"{relative * scale:.1g}, where the correct answer exists: its answers "
-                        f"follow the exact input (a lookup of stored answers?), not a "
-                        f"computation")
+                return (_("it gave the right answer on one of the graders' inputs but raised "
+                          "{kind} when that input was moved by a relative {value:.1g}, where the "
+                          "correct answer exists: its answers follow the exact input (a lookup "
+                          "of stored answers?), not a computation").format(kind=type(exc).__name__,
+                            value=relative * scale))
             there = _error(mine_moved, theirs_moved)
             followed = _error(mine_moved, mine)
             seen[scale] = (there, moved_by)
@@ -407,24 +414,24 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
             # moves with the input as the contract's does.)
             if there is not None and there > WRONG and followed is not None \
                     and math.isfinite(followed) and followed < 0.1 * moved_by:
-                return (f"it gave the right answer on one of the graders' inputs (error "
-                        f"{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
-                        f"largest entry) on the same input moved by a relative "
-                        f"{relative * scale:.1g}, where the correct answer moved by "
-                        f"{moved_by:.2g} and its own hardly at all: its answers follow the "
-                        f"exact input (a lookup of the nearest stored answer?), not a "
-                        f"computation")
+                return (_("it gave the right answer on one of the graders' inputs (error "
+                          "{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
+                          "largest entry) on the same input moved by a relative {value:.1g}, "
+                          "where the correct answer moved by {moved_by:.2g} and its own hardly "
+                          "at all: its answers follow the exact input (a lookup of the nearest "
+                          "stored answer?), not a computation").format(here=here, there=there,
+                            value=relative * scale, moved_by=moved_by))
         if len(seen) == 2:
-            (far, _), (near, _) = seen[1.0], seen[SMALLER]
+            (far, _unused), (near, _unused) = seen[1.0], seen[SMALLER]
             # Wrong at both steps by as much at the smaller: the error does not shrink with
             # the step, as an honest function's does where its mistake vanishes at the
             # graders' input (like the step, or like its square root at a kink).
             if far is not None and near is not None and far > WRONG and near > WRONG \
                     and near >= 0.5 * far:
-                return (f"it gave the right answer on one of the graders' inputs (error "
-                        f"{here:.1g}) but wrong ones on the same input moved by a relative "
-                        f"{relative:.1g} (error {far:.2g}) and {relative * SMALLER:.1g} "
-                        f"(error {near:.2g}): an error that does not shrink with the step "
-                        f"means its answers follow the exact input (a lookup of stored "
-                        f"answers?), not a computation")
+                return (_("it gave the right answer on one of the graders' inputs (error "
+                          "{here:.1g}) but wrong ones on the same input moved by a relative "
+                          "{relative:.1g} (error {far:.2g}) and {value:.1g} (error {near:.2g}): "
+                          "an error that does not shrink with the step means its answers follow "
+                          "the exact input (a lookup of stored answers?), not a computation").format(here=here,
+                            relative=relative, far=far, value=relative * SMALLER, near=near))
     return None

@@ -42,6 +42,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from .i18n import DEFAULT_LANGUAGE, _, course_language, use_language
 from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, read_cells  # noqa: F401
 
 STUB = "raise NotImplementedError"
@@ -186,12 +187,13 @@ def choose_notebook(folder: str, assignment: str) -> NotebookChoice:
         return NotebookChoice(path, answered)
     said = []
     if name != expected:
-        said.append(f"graded {name} as {expected}")
+        said.append(_("graded {name} as {expected}").format(name=name, expected=expected))
     else:
-        said.append(f"graded {expected}")
+        said.append(_("graded {expected}").format(expected=expected))
     if others:
-        said[0] += f" ({answered} answered solution cells, the most)"
-        said.append("not graded: " + ", ".join(f"{n} ({k} answered)" for n, k in others))
+        said[0] += _(" ({answered} answered solution cells, the most)").format(answered=answered)
+        said.append(_("not graded: {notebooks}").format(notebooks=", ".join(
+            _("{name} ({answered} answered)").format(name=n, answered=k) for n, k in others)))
     return NotebookChoice(path, answered, others, "; ".join(said) + ".")
 
 
@@ -241,7 +243,7 @@ def _links_aside(folder: str, staging: str) -> list[str]:
 
 
 def stage_chosen_notebook(assignment: str | None = None, student: str | None = None,
-                          notebooks: list[str] | None = None, **_: object) -> None:
+                          notebooks: list[str] | None = None, **ignored: object) -> None:
     """nbgrader's ``pre_convert_hook`` for autograde: apply the rule to the one submission
     folder being converted, in place in ``notebooks``.
 
@@ -261,9 +263,18 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
     if not notebooks:
         return
     folder = os.path.dirname(os.path.abspath(notebooks[0]))
+    course = os.path.dirname(os.path.dirname(os.path.dirname(staging_of(folder))))
+    try:  # the note's language: the course's setting (the instructor's configuration)
+        language = course_language(course)
+    except Exception:  # an unreadable configuration: nbgrader itself reports it
+        language = DEFAULT_LANGUAGE
+    with use_language(language):
+        _stage(notebooks, folder, course)
+
+
+def _stage(notebooks: list[str], folder: str, course: str) -> None:
     staging = staging_of(folder)
     assignment_id = os.path.basename(folder)
-    course = os.path.dirname(os.path.dirname(os.path.dirname(staging)))
     target = os.path.join(folder, f"{assignment_id}.ipynb")
     temporary = None
     try:
@@ -280,8 +291,9 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
                 os.makedirs(staging, exist_ok=True)
                 kept = _unique(os.path.join(staging, f"{assignment_id}.ipynb"))
                 shutil.move(target, kept)
-                said.append(f"the {assignment_id}.ipynb handed in is kept unchanged at "
-                            f"{os.path.relpath(kept, course)}")
+                said.append(_("the {assignment}.ipynb handed in is kept unchanged at "
+                              "{path}").format(assignment=assignment_id,
+                                               path=os.path.relpath(kept, course)))
             os.replace(temporary, target)
             temporary = None
             identity = _mark_as_copy(target)
@@ -289,8 +301,8 @@ def stage_chosen_notebook(assignment: str | None = None, student: str | None = N
             with open(os.path.join(staging, COPIES), "w", encoding="utf-8") as f:
                 json.dump(identity, f)
         if links:
-            said.append("symbolic links are not graded and were set aside: "
-                        + ", ".join(links))
+            said.append(_("symbolic links are not graded and were set aside: {links}").format(
+                links=", ".join(links)))
         note_path = os.path.join(staging, NOTE)
         if said:  # (nothing is written for a folder with nothing to say)
             os.makedirs(staging, exist_ok=True)

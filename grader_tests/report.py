@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from .faults import trap_line
+from .i18n import _
 from .registry import NOTES
 
 # Characters of a report's message line before it is wrapped (after an 8-space indent).
@@ -170,15 +171,17 @@ def format_result(r: FunctionResult) -> str:
     """Plain-ASCII, student-facing text of one ``FunctionResult``: a line with the score,
     one per check (PASS / FAIL and its fault id), each failure's message wrapped at
     ``REPORT_WIDTH`` with the trap of the introduction behind its fault id, and the graded
-    name's note (the exercises' worked solutions)."""
+    name's note (the exercises' worked solutions); in the current language
+    (``i18n.use_language``), the check's title (an English msgid) translated here."""
     passed = sum(c.passed for c in r.checks)
-    lines = [f"{r.name}: {r.score:.2f} / {r.max_score:g} points "
-             f"({passed} of {len(r.checks)} checks passed)"]
+    lines = [_("{name}: {score:.2f} / {max_score:g} points ({passed} of {total} checks "
+               "passed)").format(name=r.name, score=r.score, max_score=r.max_score,
+                                 passed=passed, total=len(r.checks))]
     for c in r.checks:
         if c.passed:
-            lines.append(f"  PASS  {c.name}")
+            lines.append(_("  PASS  {check}").format(check=_(c.name)))
         else:
-            lines.append(f"  FAIL  {c.name}  [{c.fault}]")
+            lines.append(_("  FAIL  {check}  [{fault}]").format(check=_(c.name), fault=c.fault))
             trap = trap_line(c.fault)
             parts = c.message.splitlines() + ([trap] if trap and trap not in c.message else [])
             for part in parts:
@@ -188,5 +191,5 @@ def format_result(r: FunctionResult) -> str:
                     part, REPORT_WIDTH, break_long_words=False, break_on_hyphens=False)
                 lines.extend(f"        {w}" for w in wrapped)
     if r.name in NOTES:
-        lines.append(NOTES[r.name])
+        lines.append(_(NOTES[r.name]))
     return "\n".join(lines)

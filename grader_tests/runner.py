@@ -21,7 +21,9 @@ from . import assignments, guard, lookup
 from .assignments import Assignment
 from .guard import (CALL_TIME_LIMIT, SPEC_FUNCTIONS, Session, StubHit, StudentTimeout,
                     WorkerDied, crash_fault, grading, isolate)
-from .integrity import borrowed_reference, environment_problems, is_protected_module
+from .integrity import (borrowed_file, borrowed_reference, environment_problems,
+                        is_protected_module)
+from .i18n import _
 from .registry import CHECKS, Fail
 from .report import CheckResult, FunctionResult
 
@@ -34,13 +36,13 @@ except ImportError:  # pragma: no cover
 
 def _student_error_message(name: str, exc: BaseException) -> str:
     if isinstance(exc, WorkerDied):
-        return (f"the process running {name} ended during the call (sys.exit, os._exit, a "
-                f"signal, or memory exhausted)")
+        return _("the process running {name} ended during the call (sys.exit, os._exit, a "
+                 "signal, or memory exhausted)").format(name=name)
     kind = getattr(exc, "type_name", type(exc).__name__)
     text = f"{kind}: {exc}".strip()
     if len(text) > 300:
         text = text[:300] + "..."
-    return f"calling {name} raised {text}"
+    return _("calling {name} raised {error}").format(name=name, error=text)
 
 
 def _assignment_of(name: str, assignment: "str | Assignment | None") -> Assignment:
@@ -83,9 +85,10 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
         target = namespace.get(name)
         if not callable(target):
             results = [CheckResult(title, False, "not-implemented",
-                                   f"{name} is not defined in the submission: define a "
-                                   f"function named {name} (names are case-sensitive).")
-                       for title, _ in registered]
+                                   _("{name} is not defined in the submission: define a "
+                                     "function named {name} (names are case-sensitive)."
+                                     ).format(name=name))
+                       for title, _check in registered]
             return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
         borrowed = _borrowed(target, namespace)
         if borrowed:
@@ -95,8 +98,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
     problems = environment_problems()
     if problems:
         return _all_failed(name, registered, "tampering",
-                           f"the grading environment was altered before {name} was graded: "
-                           f"{'; '.join(problems)}.", max_score, started)
+                           _("the grading environment was altered before {name} was graded: "
+                             "{problems}.").format(name=name, problems="; ".join(problems)),
+                           max_score, started)
     timed_out = False
     session = Session(namespace=namespace, call_limit=time_limit_s, target=target,
                       roles={id(target): (target, name)})
@@ -104,8 +108,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
         for title, fn in registered:
             if timed_out:
                 results.append(CheckResult(title, False, "timeout",
-                                           f"not run: {name} already exceeded its time limit "
-                                           f"of {time_limit_s:g} s in an earlier check."))
+                                           _("not run: {name} already exceeded its time limit "
+                                             "of {seconds:g} s in an earlier check.").format(
+                                                 name=name, seconds=time_limit_s)))
                 continue
             result, timed_out = _run_check(name, title, fn, target, time_limit_s)
             results.append(result)
@@ -114,8 +119,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
         problems = environment_problems()
         if problems:
             return _all_failed(name, registered, "tampering",
-                               f"grading {name} altered the grading environment: "
-                               f"{'; '.join(problems)}.", max_score, started)
+                               _("grading {name} altered the grading environment: "
+                                 "{problems}.").format(name=name, problems="; ".join(problems)),
+                               max_score, started)
         probing = bool(recorded) and not timed_out and any(r.passed for r in results)
         looked_up = None
         if probing:
@@ -169,17 +175,19 @@ def _run_check(name: str, title: str, check: Callable, target: object,
         return CheckResult(title, False, failure.fault, failure.message), False
     except StudentTimeout:
         return CheckResult(title, False, "timeout",
-                           f"{name} did not return within {time_limit_s:g} s: look for a "
-                           f"loop that never ends."), True
+                           _("{name} did not return within {seconds:g} s: look for a "
+                             "loop that never ends.").format(name=name, seconds=time_limit_s)), True
     except (NotImplementedError, StubHit):
         return CheckResult(title, False, "not-implemented",
-                           f"{name} still raises NotImplementedError: replace the `raise "
-                           f"NotImplementedError()` line with your code."), False
+                           _("{name} still raises NotImplementedError: replace the `raise "
+                             "NotImplementedError()` line with your code.").format(
+                                 name=name)), False
     except _FLAKY as exc:
         return CheckResult(title, False, "other",
-                           f"{name} gave different results for the same input when it was "
-                           f"called again ({type(exc).__name__}); does it depend on global "
-                           f"state, randomness or time?"), False
+                           _("{name} gave different results for the same input when it was "
+                             "called again ({error}); does it depend on global "
+                             "state, randomness or time?").format(name=name,
+                                                                   error=type(exc).__name__)), False
     except (Exception, SystemExit) as exc:  # the student's own error, reported as a crash
         return CheckResult(title, False, crash_fault(exc),
                            _student_error_message(name, exc)), False
@@ -188,7 +196,7 @@ def _run_check(name: str, title: str, check: Callable, target: object,
 
 def _all_failed(name: str, registered: list, fault: str, message: str, max_score: float,
                 started: float) -> FunctionResult:
-    results = [CheckResult(title, False, fault, message) for title, _ in registered]
+    results = [CheckResult(title, False, fault, message) for title, _check in registered]
     return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
 
 
@@ -216,11 +224,12 @@ def _borrowed(fn: Callable, namespace: dict) -> str | None:
         module = value if isinstance(value, types.ModuleType) else None
         if module is not None:
             if is_protected_module(module):
-                return f"it uses the module {module.__name__}, the kit's reference or graders"
+                return _("it uses the module {module}, the kit's reference or graders").format(
+                    module=module.__name__)
         elif value is not None and callable(value):
-            found = borrowed_reference(value)
-            if found:
-                return f"it calls {n}, whose {found.split(', ', 1)[0][4:]}"
+            path = borrowed_file(value)
+            if path:
+                return _("it calls {name}, whose code comes from {path}").format(name=n, path=path)
     return None
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from solutions.training import ModelConfig
 
-from . import assignments, config, evidence, jail, wire
+from . import assignments, config, evidence, i18n, jail, wire
 from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
 from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
                     allowed_callees, callees, check_callee_size, time_limit)
@@ -458,7 +458,8 @@ def callees_for(name, target):
     return callees(name, target)
 
 
-def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jailed=True):
+def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jailed=True,
+                   language=None):
     """Grade a submission file with its code in a jailed process.
 
     Nothing the student's process says about itself counts: the grade comes from the
@@ -476,6 +477,10 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         jailed: bool, run the worker in the jail (``jail.py``); False only where the
             instructor allowed unjailed grading.
 
+        language: the language of the checks' messages (``i18n.LANGUAGES``), given by the
+            caller from the course's configuration (default: the current one,
+            ``i18n.current_language()``); the student's process is never asked.
+
     Returns:
         ``(results, cell_errors, flags)``: ``results`` as ``core.grade_namespace``;
         ``cell_errors`` the cells that failed while loading; ``flags`` list of str.
@@ -483,6 +488,11 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
     Raises:
         jail.JailUnavailable: ``jailed`` and no jail can be made here.
     """
+    with i18n.use_language(language or i18n.current_language()):
+        return _grade_isolated(path, names, memory_mb, assignment, jailed)
+
+
+def _grade_isolated(path, names, memory_mb, assignment, jailed):
     if jailed:
         jail.require()
     points = graded_points(assignment)
@@ -492,19 +502,22 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         try:
             box.start()
         except (StudentTimeout, WorkerDied) as exc:
-            what = ("did not finish loading within " f"{box.load_time_limit:g} s"
-                    if isinstance(exc, StudentTimeout) else
-                    "ended its process while loading (exit, signal or memory exhausted)")
+            what = (i18n._("the submission did not finish loading within {seconds:g} s").format(
+                seconds=box.load_time_limit) if isinstance(exc, StudentTimeout) else
+                i18n._("the submission ended its process while loading (exit, signal or memory "
+                       "exhausted)"))
             results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
-                "the submission loads", False, "timeout" if isinstance(exc, StudentTimeout)
-                else "crash", f"the submission {what}: nothing could be graded.")])
+                i18n.N_("the submission loads"), False,
+                "timeout" if isinstance(exc, StudentTimeout) else "crash",
+                i18n._("{what}: nothing could be graded.").format(what=what))])
                 for n in (names or points)}
-            return results, [f"the submission {what}"], flags
+            return results, [what], flags
         ns = remote_namespace(box)
         results = grade_namespace(ns, names, assignment=assignment)
         cell_errors = box.cell_errors
-        flags += [f"the submission's process asked the grader for {name!r}, which it was "
-                  f"never offered" for name in dict.fromkeys(box.refused)]
+        flags += [i18n._("the submission's process asked the grader for {name!r}, which it "
+                         "was never offered").format(name=name)
+                  for name in dict.fromkeys(box.refused)]
     finally:
         box.close()
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]

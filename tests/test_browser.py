@@ -19,7 +19,8 @@ selects the ``causal_mask`` cells and runs them with Shift+Enter, as a student d
 
 The class dashboard (``grader_tests/dashboard.py``) of a course nbgrader graded is opened
 from disk too: every figure loads, each student's link opens their feedback page, a
-hostile student id runs nothing.
+hostile student id runs nothing. The feedback of one trap student of a course set to
+Italian (``c.AttentionKit.language = "it"``) is opened the same way, its report in Italian.
 
 Screenshots go to ``tmp_path / "screenshots"`` (printed; run pytest with ``-s`` to see
 the path), or to ``$ATTENTION_KIT_SCREENSHOTS`` when that is set (CI uploads it).
@@ -312,6 +313,43 @@ def test_feedback_names_each_part_and_wraps_its_report_at_1280_pixels(feedback_p
                 return out;
             }""")
             page.screenshot(path=str(screenshots / "05_feedback_1280.png"))
+            assert overflow == [], overflow
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def feedback_page_it(tmp_path):
+    """The same student's feedback in a course whose ``c.AttentionKit.language`` is
+    ``"it"``: the graders' reports in Italian."""
+    from tests.course import graded_course
+
+    student = "student_mask_after_softmax"
+    course = graded_course(tmp_path, [student], language="it")
+    return course / "feedback" / student / "attention" / "attention.html"
+
+
+def test_italian_feedback_of_a_trap_student(feedback_page_it, screenshots):
+    """One trap student's feedback in Italian, in Chromium at 1280 pixels: the trap's
+    report in the course's language beside its fault id, wrapped inside the page."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(feedback_page_it.as_uri())
+            report = page.locator(".output_area pre", has_text="[mask-after-softmax]").first
+            report.scroll_into_view_if_needed()
+            text = report.inner_text()
+            assert "Rileggi la trappola 2 dell'introduzione (maschera applicata dopo la " \
+                "softmax)." in text, text[:2000]
+            assert "scaled_dot_product_attention: 7.20 / 12 punti" in text
+            assert "Re-read trap" not in text and "points" not in text
+            overflow = page.evaluate("""() => Array.from(
+                document.querySelectorAll('.output_area pre'))
+                .filter(pre => pre.scrollWidth > pre.clientWidth + 1
+                               || pre.getBoundingClientRect().right > window.innerWidth)
+                .map(pre => pre.innerText.slice(0, 80))""")
+            page.screenshot(path=str(screenshots / "07_feedback_italian_1280.png"))
             assert overflow == [], overflow
         finally:
             browser.close()

@@ -72,6 +72,7 @@ if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside 
 from grader_tests.batch import alembic_on_path  # noqa: E402
 from grader_tests.config import course_config  # noqa: E402
 from grader_tests.core import POINTS, grade_id  # noqa: E402
+from grader_tests.i18n import _, course_language, ngettext, use_language  # noqa: E402
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).
 HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
@@ -222,10 +223,11 @@ def describe_threshold(threshold, max_score):
     kind, value = threshold
     need = required_score(threshold, max_score)
     if kind == "full":
-        return f"full marks ({need:g} / {max_score:g})"
+        return _("full marks ({need:g} / {max_score:g})").format(need=need, max_score=max_score)
     if kind == "percent":
-        return f"{value:g} % of {max_score:g} = {need:g} points"
-    return f"{need:g} / {max_score:g} points"
+        return _("{value:g} % of {max_score:g} = {need:g} points").format(value=value,
+                   max_score=max_score, need=need)
+    return _("{need:g} / {max_score:g} points").format(need=need, max_score=max_score)
 
 
 def review_pending(submission: Any) -> str | None:
@@ -246,13 +248,14 @@ def review_pending(submission: Any) -> str | None:
                      if grade.name in HIDDEN_CHECKS and grade.needs_manual_grade)
     parts = []
     if flagged:
-        parts.append(f"notebook {', '.join(flagged)} flagged in the gradebook (the graders "
-                     f"saw tampering, or its last file could not be graded)")
+        parts.append(_("notebook {items} flagged in the gradebook (the graders saw tampering, or "
+                       "its last file could not be graded)").format(items=', '.join(flagged)))
     if pending:
-        shown = ", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3
-                                          else "")
-        parts.append(f"{len(pending)} hidden-check cell{'s' if len(pending) != 1 else ''} "
-                     f"need{'s' if len(pending) == 1 else ''} a manual grade ({shown})")
+        shown = ", ".join(pending[:3]) + (_(" and {count} more").format(
+            count=len(pending) - 3) if len(pending) > 3 else "")
+        parts.append(ngettext("{count} hidden-check cell needs a manual grade ({cells})",
+                              "{count} hidden-check cells need a manual grade ({cells})",
+                              len(pending)).format(count=len(pending), cells=shown))
     return "; ".join(parts) or None
 
 
@@ -278,8 +281,8 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
     try:
         assignment = gradebook.find_assignment(GATE_ASSIGNMENT)
     except MissingEntry:
-        raise LookupError(f"the gradebook has no assignment {GATE_ASSIGNMENT!r}: release and "
-                          f"autograde it first") from None
+        raise LookupError(_("the gradebook has no assignment {assignment!r}: release and "
+                            "autograde it first").format(assignment=GATE_ASSIGNMENT)) from None
     max_score = float(assignment.max_score)
     need = required_score(threshold, max_score)
     verdicts = []
@@ -289,7 +292,8 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
         try:
             submission = gradebook.find_submission(GATE_ASSIGNMENT, student.id)
         except MissingEntry:
-            entry["reason"] = f"no {GATE_ASSIGNMENT} submission in the gradebook"
+            entry["reason"] = _("no {assignment} submission in the gradebook").format(
+                assignment=GATE_ASSIGNMENT)
             verdicts.append(entry)
             continue
         score = float(submission.score)
@@ -299,20 +303,28 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
         review = review_pending(submission)
         if review and (autograded or any(nb.flagged for nb in submission.notebooks)):
             # (cells of a submission never graded wait for the autograder, not a review)
-            entry["reason"] = (f"flagged for review: {review}; {GATE_ASSIGNMENT} scored "
-                               f"{score:g} / {max_score:g} so far; it stays locked until the "
-                               f"review in formgrader grades those cells and clears the flag")
+            entry["reason"] = (_("flagged for review: {review}; {assignment} scored "
+                                 "{score:g} / {max_score:g} so far; it stays locked until the "
+                                 "review in formgrader grades those cells and clears the flag").format(review=review,
+                                   assignment=GATE_ASSIGNMENT, score=score,
+                                   max_score=max_score))
         elif not autograded:
-            entry["reason"] = f"{GATE_ASSIGNMENT} submitted but not graded yet"
+            entry["reason"] = _("{assignment} submitted but not graded yet").format(
+                assignment=GATE_ASSIGNMENT)
         elif submission.needs_manual_grade:
-            entry["reason"] = (f"{GATE_ASSIGNMENT} has cells waiting for manual grading "
-                               f"(score so far {score:g} / {max_score:g})")
+            entry["reason"] = (_("{assignment} has cells waiting for manual grading (score "
+                                 "so far {score:g} / {max_score:g})").format(
+                                     assignment=GATE_ASSIGNMENT,
+                                   score=score, max_score=max_score))
         elif score + 1e-9 >= need:
             entry["eligible"] = True
-            entry["reason"] = f"{GATE_ASSIGNMENT} scored {score:g} / {max_score:g}"
+            entry["reason"] = _("{assignment} scored {score:g} / {max_score:g}").format(
+                assignment=GATE_ASSIGNMENT,
+                                  score=score, max_score=max_score)
         else:
-            entry["reason"] = (f"{GATE_ASSIGNMENT} scored {score:g} / {max_score:g}, needs "
-                               f"{need:g}")
+            entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g}, needs "
+                                 "{need:g}").format(assignment=GATE_ASSIGNMENT, score=score,
+                                   max_score=max_score, need=need))
         verdicts.append(entry)
     return verdicts
 
@@ -385,8 +397,9 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
                         # not in the ledger: the next run releases to this student again
                         newly.pop()
                         locked.append(dict(verdict, reason=(
-                            f"{verdict['reason']}, but the release to the exchange "
-                            f"({exchange}) failed: {exc}; run the command again")))
+                            _("{reason}, but the release to the exchange ({exchange}) failed: "
+                              "{error}; run the command again").format(
+                                  reason=verdict['reason'], exchange=exchange, error=exc))))
                         continue
                 ledger["students"][student] = record
                 save_ledger(ledger_path, ledger)  # after each copy: an interrupted run loses nothing
@@ -415,7 +428,16 @@ def main(argv=None):
                              "--update), then stop")
     parser.add_argument("--dry-run", action="store_true", help="report only; write nothing")
     args = parser.parse_args(argv)
+    try:  # the report's language: the course's setting (the --root course's, else here)
+        language = course_language(args.root or os.getcwd())
+    except ValueError as exc:
+        parser.error(str(exc))
+    with use_language(language):
+        return _run(args, parser)
 
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """The command once its options are read, in the course's language."""
     try:
         threshold = parse_threshold(args.threshold)
     except ValueError as exc:
@@ -428,37 +450,41 @@ def main(argv=None):
     exchange = None if args.no_exchange else (
         args.exchange or exchange_root(args.root if args.root else os.getcwd()))
     if exchange and not course_id:
-        print("no course id: set CourseDirectory.course_id in nbgrader_config.py (the exchange "
-              "names each student's course after it), or pass --no-exchange", file=sys.stderr)
+        print(_("no course id: set CourseDirectory.course_id in nbgrader_config.py (the exchange "
+                "names each student's course after it), or pass --no-exchange"), file=sys.stderr)
         return 2
     if not db_url:
-        print("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
-              "sets CourseDirectory.db_url", file=sys.stderr)
+        print(_("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
+                "sets CourseDirectory.db_url"), file=sys.stderr)
         return 2
     release_dir = Path(args.release) if args.release else root / "release" / ASSIGNMENT
     unlocked_dir = Path(args.unlocked) if args.unlocked else root / "unlocked"
 
     if args.collect:
         if not exchange:
-            print("--collect needs the exchange (Exchange.root or --exchange)", file=sys.stderr)
+            print(_("--collect needs the exchange (Exchange.root or --exchange)"), file=sys.stderr)
             return 2
         alembic_on_path()
         students = load_ledger(unlocked_dir / LEDGER)["students"]
         collected = collect_from_exchange(root, exchange, students, db_url)
-        print(f"{ASSIGNMENT} submissions in {root / 'submitted'} of the {len(students)} unlocked "
-              f"students ({len(collected)}): {', '.join(collected) or '-'}")
+        print(_("{assignment} submissions in {folder} of the {students} unlocked students "
+                "({collected}): {names}").format(assignment=ASSIGNMENT, folder=root / 'submitted',
+                                                 students=len(students), collected=len(collected),
+                                                 names=', '.join(collected) or '-'))
         return 0
 
     if not (release_dir / f"{ASSIGNMENT}.ipynb").is_file():
-        print(f"{release_dir} has no {ASSIGNMENT}.ipynb: run `nbgrader generate_assignment "
-              f"{ASSIGNMENT}` first", file=sys.stderr)
+        print(_("{release_dir} has no {assignment}.ipynb: run `nbgrader generate_assignment "
+                "{assignment}` first").format(release_dir=release_dir, assignment=ASSIGNMENT),
+              file=sys.stderr)
         return 2
 
     from nbgrader.api import Gradebook
 
     alembic_on_path()
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
-        print(f"no gradebook at {db_url}: autograde {GATE_ASSIGNMENT} first", file=sys.stderr)
+        print(_("no gradebook at {db_url}: autograde {assignment} first").format(
+            db_url=db_url, assignment=GATE_ASSIGNMENT), file=sys.stderr)
         return 2
     try:
         with (Gradebook(db_url, course_id) if course_id else Gradebook(db_url)) as gradebook:
@@ -471,21 +497,25 @@ def main(argv=None):
         print(str(exc), file=sys.stderr)
         return 2
 
-    verb = "would unlock" if args.dry_run else "unlocked"
-    print(f"threshold: {GATE_ASSIGNMENT} at {describe_threshold(threshold, max_score)}; "
-          f"release: {release_dir}; exchange: {exchange or 'none (unlocked/ only)'}")
-    print(f"\n{verb} now ({len(newly)}):")
+    print(_("threshold: {assignment} at {threshold}; release: {release_dir}; "
+            "exchange: {exchange}").format(assignment=GATE_ASSIGNMENT,
+                                           threshold=describe_threshold(threshold, max_score),
+                                           release_dir=release_dir,
+                                           exchange=exchange or _("none (unlocked/ only)")))
+    print((_("\nwould unlock now ({count}):") if args.dry_run else
+           _("\nunlocked now ({count}):")).format(count=len(newly)))
     for v in newly:
         where = unlocked_dir / v["student"] / ASSIGNMENT
         print(f"  {v['student']:42s} {v['reason']}  ->  {where}")
         if exchange:
             course = exchange_course(course_id, v["student"])
-            print(f"  {'':42s} exchange course {course} (JupyterHub group nbgrader-{course}): "
-                  f"the student runs `nbgrader fetch_assignment {ASSIGNMENT} --course {course}`")
-    print(f"\nalready unlocked, not released again ({len(already)}):")
+            print(" " * 45 + _("exchange course {course} (JupyterHub group nbgrader-{course}): "
+                               "the student runs `nbgrader fetch_assignment {assignment} "
+                               "--course {course}`").format(course=course, assignment=ASSIGNMENT))
+    print(_("\nalready unlocked, not released again ({already}):").format(already=len(already)))
     for v in already:
         print(f"  {v['student']:42s} {v['reason']}")
-    print(f"\nnot unlocked ({len(locked)}):")
+    print(_("\nnot unlocked ({locked}):").format(locked=len(locked)))
     for v in locked:
         print(f"  {v['student']:42s} {v['reason']}")
     return 0

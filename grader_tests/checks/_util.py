@@ -4,6 +4,7 @@ and the diagnosis of a wrong value by the alternative formulas a fault would pro
 import numpy as np
 
 from ..guard import call, call_watching_inputs
+from ..i18n import _
 from ..registry import Fail
 
 
@@ -33,7 +34,8 @@ def as_array(value, what):
         except Exception:
             pass
     kind = getattr(value, "type_name", type(value).__name__)
-    raise Fail("wrong-shape", f"{what} should be a NumPy array, got {kind}.")
+    raise Fail("wrong-shape", _("{what} should be a NumPy array, got {kind}.").format(what=what,
+                                  kind=kind))
 
 
 def unpack(value, n, what):
@@ -42,15 +44,17 @@ def unpack(value, n, what):
         kind = f"a {type(value).__name__}"
         if isinstance(value, (tuple, list)):
             kind += f" of {len(value)} items"
-        raise Fail("wrong-shape", f"{what} should return a tuple of {n} items, got {kind}.")
+        raise Fail("wrong-shape", _("{what} should return a tuple of {n} items, got {kind}.").format(what=what,
+                                      n=n, kind=kind))
     return tuple(value)
 
 
 def expect_shape(arr, shape, what):
     """``Fail('wrong-shape')`` unless ``arr.shape == shape``."""
     if tuple(arr.shape) != tuple(shape):
-        raise Fail("wrong-shape", f"{what} has shape {tuple(arr.shape)}, expected "
-                                  f"{tuple(shape)}.")
+        raise Fail("wrong-shape", _("{what} has shape {shape}, expected {shape2}.").format(
+            what=what,
+                                      shape=tuple(arr.shape), shape2=tuple(shape)))
 
 
 def allclose(a, b, rtol=1e-6, atol=1e-9):
@@ -73,15 +77,16 @@ def worst_difference(received, expected):
     r = np.asarray(received, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if r.shape != e.shape:
-        return f"shape {r.shape} instead of {e.shape}"
+        return _("shape {shape} instead of {shape2}").format(shape=r.shape, shape2=e.shape)
     if r.size == 0:
-        return "empty arrays"
+        return _("empty arrays")
     bad = ~np.isfinite(r) & np.isfinite(e)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
     else:
         index = tuple(int(i) for i in np.unravel_index(int(np.nanargmax(np.abs(r - e))), r.shape))
-    return f"at index {index}: got {r[index]:.6g}, expected {e[index]:.6g}"
+    return _("at index {index}: got {r:.6g}, expected {e:.6g}").format(index=index, r=r[index],
+               e=e[index])
 
 
 def diagnose(received, candidates, default_fault, rtol=1e-6, atol=1e-9):
@@ -94,11 +99,11 @@ def diagnose(received, candidates, default_fault, rtol=1e-6, atol=1e-9):
         default_fault: fault id when no candidate matches.
 
     Returns:
-        ``(fault, explanation or "")``.
+        ``(fault, explanation or "")``, the explanation in the current language.
     """
     for fault, value, explanation in candidates:
         if value is not None and allclose(received, value, rtol=rtol, atol=atol):
-            return fault, explanation
+            return fault, _(explanation)
     return default_fault, ""
 
 
@@ -114,13 +119,13 @@ def dtype_check(fn, make_args, outputs, what):
     args, kwargs = make_args(np.float32)
     result = call(fn, *args, **kwargs)
     for label, value in outputs(result):
-        arr = as_array(value, f"{what}: {label}")
+        arr = as_array(value, _("{what}: {label}").format(what=what, label=label))
         if arr.dtype != np.float32:
-            raise Fail("dtype-changed", f"{what} with float32 inputs returned {label} of dtype "
-                                        f"{arr.dtype}; it must stay float32 (NumPy's result "
-                                        f"type of the inputs). Likely cause: a float64 "
-                                        f"constant such as np.sqrt(d) or np.float64(...) or "
-                                        f"an explicit astype.")
+            raise Fail("dtype-changed", _("{what} with float32 inputs returned {label} of dtype "
+                                          "{dtype}; it must stay float32 (NumPy's result type of "
+                                          "the inputs). Likely cause: a float64 constant such as "
+                                          "np.sqrt(d) or np.float64(...) or an explicit astype.").format(what=what,
+                                            label=label, dtype=arr.dtype))
 
 
 def mutation_check(fn, args, kwargs, what, names):
@@ -129,7 +134,7 @@ def mutation_check(fn, args, kwargs, what, names):
     Args:
         names: list of the positional arguments' names, for the message.
     """
-    _, modified = call_watching_inputs(fn, *args, **kwargs)
+    _result, modified = call_watching_inputs(fn, *args, **kwargs)
     if modified:
         labels = []
         for m in modified:
@@ -138,9 +143,9 @@ def mutation_check(fn, args, kwargs, what, names):
                 labels.append(names[i] if i < len(names) else m)
             else:
                 labels.append(m)
-        raise Fail("input-mutated", f"{what} modified its argument(s) {', '.join(labels)} in "
-                                    f"place. Work on new arrays (x = x - m, not x -= m) so "
-                                    f"the caller's data stays intact.")
+        raise Fail("input-mutated", _("{what} modified its argument(s) {items} in place. Work on "
+                                      "new arrays (x = x - m, not x -= m) so the caller's data "
+                                      "stays intact.").format(what=what, items=', '.join(labels)))
 
 
 def rng(seed):
@@ -150,10 +155,10 @@ def rng(seed):
 
 def backward_mutation_check(fn, dy, cache, what):
     """Fail with ``input-mutated`` if a backward modifies ``dy`` or the forward's cache."""
-    _, modified = call_watching_inputs(fn, dy, cache)
+    _result, modified = call_watching_inputs(fn, dy, cache)
     if modified:
-        names = ["dy" if m == "argument 1" else "the cache" for m in modified]
-        raise Fail("input-mutated", f"{what} modified {' and '.join(names)} in place. A "
-                                    f"backward may be called twice on one cache (gradient "
-                                    f"checks do): work on new arrays (P * (dP - s), not "
-                                    f"dP -= s).")
+        names = ["dy" if m == "argument 1" else _("the cache") for m in modified]
+        raise Fail("input-mutated", _("{what} modified {items} in place. A backward may be "
+                                      "called twice on one cache (gradient checks do): work on "
+                                      "new arrays (P * (dP - s), not dP -= s).").format(what=what,
+                                        items=' and '.join(names)))

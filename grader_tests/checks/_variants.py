@@ -12,6 +12,8 @@ import numpy as np
 
 from solutions import attention as ref
 
+from ..i18n import N_
+
 
 def sdpa_variant(Q, K, V, mask=None, scale=True, bug=None):
     """Scaled dot-product attention with one named mistake.
@@ -47,18 +49,18 @@ def sdpa_variant(Q, K, V, mask=None, scale=True, bug=None):
 
 
 SDPA_FAULTS = [
-    ("no-scale", "missing-scale", "the scores were not divided by sqrt(d_k)"),
-    ("scale-by-d", "missing-scale", "the scores were divided by d_k instead of sqrt(d_k)"),
-    ("axis", "softmax-wrong-axis", "the softmax normalised over the queries (axis -2) "
-                                   "instead of the keys (axis -1)"),
-    ("mask-after", "mask-after-softmax", "the weights were zeroed after the softmax, so "
-                                         "the rows of weights no longer sum to 1"),
-    ("mask-inverted", "mask-inverted", "True was read as 'blocked'; True means 'may attend'"),
-    ("mask-transposed", "mask-wrong-axis", "the mask was applied transposed (rows are "
-                                           "queries, columns keys)"),
-    ("mask-ignored", "padding-ignored", "the mask was not applied at all"),
-    ("scale-ignored", "missing-scale", "the scale flag was ignored: scale=False gave the "
-                                       "same weights as scale=True"),
+    ("no-scale", "missing-scale", N_("the scores were not divided by sqrt(d_k)")),
+    ("scale-by-d", "missing-scale", N_("the scores were divided by d_k instead of sqrt(d_k)")),
+    ("axis", "softmax-wrong-axis", N_("the softmax normalised over the queries (axis -2) instead "
+                                      "of the keys (axis -1)")),
+    ("mask-after", "mask-after-softmax", N_("the weights were zeroed after the softmax, so the "
+                                            "rows of weights no longer sum to 1")),
+    ("mask-inverted", "mask-inverted", N_("True was read as 'blocked'; True means 'may attend'")),
+    ("mask-transposed", "mask-wrong-axis", N_("the mask was applied transposed (rows are "
+                                              "queries, columns keys)")),
+    ("mask-ignored", "padding-ignored", N_("the mask was not applied at all")),
+    ("scale-ignored", "missing-scale", N_("the scale flag was ignored: scale=False gave the same "
+                                          "weights as scale=True")),
 ]
 
 
@@ -105,14 +107,14 @@ def mha_variant(X, Ws, n_heads, mask=None, biases=None, scale=True, bug=None):
 
 
 MHA_FAULTS = SDPA_FAULTS + [
-    ("scale-by-sqrt-d", "missing-scale", "the scores were divided by sqrt(d) instead of "
-                                         "sqrt(d_h), the width of one head"),
-    ("wrong-split", "head-order", "split_heads reshaped straight to (B, h, T, d_h) instead "
-                                  "of (B, T, h, d_h) then transposing"),
-    ("wrong-merge", "head-order", "the heads were merged by reshaping before moving the "
-                                  "head axis back"),
-    ("wrong-split-merge", "head-order", "reshape and transpose were done in the wrong order "
-                                        "in both split and merge"),
+    ("scale-by-sqrt-d", "missing-scale", N_("the scores were divided by sqrt(d) instead of "
+                                            "sqrt(d_h), the width of one head")),
+    ("wrong-split", "head-order", N_("split_heads reshaped straight to (B, h, T, d_h) instead of "
+                                     "(B, T, h, d_h) then transposing")),
+    ("wrong-merge", "head-order", N_("the heads were merged by reshaping before moving the head "
+                                     "axis back")),
+    ("wrong-split-merge", "head-order", N_("reshape and transpose were done in the wrong order "
+                                           "in both split and merge")),
 ]
 
 
@@ -128,7 +130,7 @@ def mha_candidates(X, Ws, n_heads, mask=None, biases=None, scale=True):
     """
     out = []
     for bug, fault, why in MHA_FAULTS:
-        alt, _ = mha_variant(X, Ws, n_heads, mask, biases=biases, scale=scale, bug=bug)
+        alt, _cache = mha_variant(X, Ws, n_heads, mask, biases=biases, scale=scale, bug=bug)
         if alt is not None:
             out.append((fault, alt, why))
     return out

@@ -8,6 +8,7 @@ from solutions import attention as ref
 
 from .. import strategies as S
 from ..guard import call
+from ..i18n import N_, _
 from ..registry import Fail, check
 from ._util import as_array, dtype_check, expect_shape, fmt, mutation_check
 
@@ -20,24 +21,27 @@ def _labelled(B, T, d, dtype=np.float64):
     return (100 * b + 10 * t + c).astype(dtype)
 
 
-@check(SPLIT, "head k holds columns k*d_h .. (k+1)*d_h - 1 of every token (h > 1, B > 1)")
+@check(SPLIT, N_("head k holds columns k*d_h .. (k+1)*d_h - 1 of every token (h > 1, B > 1)"))
 def split_matches_definition(fn):
     for B, T, d, h in ((2, 3, 6, 2), (2, 4, 8, 4), (3, 2, 6, 3)):
         M = _labelled(B, T, d)
-        got = as_array(call(fn, M, h), f"{SPLIT}(M, {h})")
+        got = as_array(call(fn, M, h), _("{SPLIT}(M, {h})").format(SPLIT=SPLIT, h=h))
         expected = ref.split_heads(M, h)
-        expect_shape(got, (B, h, T, d // h), f"{SPLIT}(M of shape {(B, T, d)}, n_heads={h})")
+        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(
+            SPLIT=SPLIT,
+                                                 value=(B, T, d), h=h))
         if not np.array_equal(got, expected):
             index = tuple(int(i) for i in np.argwhere(got != expected)[0])
-            raise Fail("head-order", f"{SPLIT}(M of shape {(B, T, d)}, n_heads={h}) with "
-                                     f"M[b, t, c] = 100 b + 10 t + c: entry {index} (b, head, t, "
-                                     f"j) is {got[index]:g}, expected {expected[index]:g}. "
-                                     f"Likely cause: reshape straight to (B, h, T, d_h) mixes "
-                                     f"tokens and heads; reshape to (B, T, h, d_h) first, then "
-                                     f"swap axes 1 and 2.")
+            raise Fail("head-order", _("{SPLIT}(M of shape {value}, n_heads={h}) with M[b, t, c] "
+                                       "= 100 b + 10 t + c: entry {index} (b, head, t, j) is "
+                                       "{got:g}, expected {expected:g}. Likely cause: reshape "
+                                       "straight to (B, h, T, d_h) mixes tokens and heads; "
+                                       "reshape to (B, T, h, d_h) first, then swap axes 1 and 2.").format(SPLIT=SPLIT,
+                                         value=(B, T, d), h=h, index=index, got=got[index],
+                                         expected=expected[index]))
 
 
-@check(SPLIT, "raises ValueError when d is not divisible by n_heads")
+@check(SPLIT, N_("raises ValueError when d is not divisible by n_heads"))
 def split_rejects_bad_heads(fn):
     M = _labelled(2, 3, 6)
     try:
@@ -45,83 +49,98 @@ def split_rejects_bad_heads(fn):
     except ValueError:
         return
     shape = getattr(got, "shape", type(got).__name__)
-    raise Fail("wrong-shape", f"{SPLIT}(M of shape (2, 3, 6), n_heads=4) returned {shape} "
-                              f"instead of raising ValueError: 6 is not divisible by 4.")
+    raise Fail("wrong-shape", _("{SPLIT}(M of shape (2, 3, 6), n_heads=4) returned {shape} "
+                                "instead of raising ValueError: 6 is not divisible by 4.").format(
+                                    SPLIT=SPLIT,
+                                  shape=shape))
 
 
-@check(SPLIT, "edge shapes: B = 1, T = 1, h = d")
+@check(SPLIT, N_("edge shapes: B = 1, T = 1, h = d"))
 def split_edge_shapes(fn):
     for B, T, d, h in ((1, 1, 4, 4), (1, 3, 4, 1), (2, 1, 6, 3)):
         M = _labelled(B, T, d)
-        got = as_array(call(fn, M, h), f"{SPLIT}(M, {h})")
-        expect_shape(got, (B, h, T, d // h), f"{SPLIT}(M of shape {(B, T, d)}, n_heads={h})")
+        got = as_array(call(fn, M, h), _("{SPLIT}(M, {h})").format(SPLIT=SPLIT, h=h))
+        expect_shape(got, (B, h, T, d // h), _("{SPLIT}(M of shape {value}, n_heads={h})").format(
+            SPLIT=SPLIT,
+                                                 value=(B, T, d), h=h))
         if not np.array_equal(got, ref.split_heads(M, h)):
-            raise Fail("head-order", f"{SPLIT}(M of shape {(B, T, d)}, n_heads={h}) puts "
-                                     f"entries in the wrong place.")
+            raise Fail("head-order", _("{SPLIT}(M of shape {value}, n_heads={h}) puts entries in "
+                                       "the wrong place.").format(SPLIT=SPLIT, value=(B, T, d),
+                                         h=h))
 
 
-@check(SPLIT, "float32 in, float32 out")
+@check(SPLIT, N_("float32 in, float32 out"))
 def split_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((_labelled(2, 3, 4, dt), 2), {}), lambda out: [("M", out)], SPLIT)
 
 
-@check(SPLIT, "does not modify M")
+@check(SPLIT, N_("does not modify M"))
 def split_no_mutation(fn):
     mutation_check(fn, (_labelled(2, 3, 4), 2), {}, SPLIT, ["M", "n_heads"])
 
 
-@check(MERGE, "merge_heads(split_heads(M, h)) == M for h > 1, B > 1 (any shape)")
+@check(MERGE, N_("merge_heads(split_heads(M, h)) == M for h > 1, B > 1 (any shape)"))
 def merge_inverts_split(fn):
     @S.SETTINGS
     @given(shape=S.head_shapes())
     def prop(shape):
         B, T, h, d_h = shape
         M = _labelled(B, T, h * d_h)
-        got = as_array(call(fn, ref.split_heads(M, h)), f"{MERGE}(split_heads(M, {h}))")
-        expect_shape(got, (B, T, h * d_h), f"{MERGE}(M of shape {(B, h, T, d_h)})")
+        got = as_array(call(fn, ref.split_heads(M, h)), _("{MERGE}(split_heads(M, {h}))").format(
+            MERGE=MERGE,
+                                                            h=h))
+        expect_shape(got, (B, T, h * d_h), _("{MERGE}(M of shape {value})").format(MERGE=MERGE,
+                                               value=(B, h, T, d_h)))
         if not np.array_equal(got, M):
             index = tuple(int(i) for i in np.argwhere(got != M)[0])
-            raise Fail("head-order", f"{MERGE}(split_heads(M, {h})) with M of shape "
-                                     f"{(B, T, h * d_h)} and M[b, t, c] = 100 b + 10 t + c gave "
-                                     f"{got[index]:g} at {index}, expected {M[index]:g}.\ngot "
-                                     f"(b = 0):\n{fmt(got[0])}\nLikely cause: reshaping before "
-                                     f"moving the head axis back; swap axes 1 and 2 first to "
-                                     f"(B, T, h, d_h), then reshape.")
+            raise Fail("head-order", _("{MERGE}(split_heads(M, {h})) with M of shape {value} and "
+                                       "M[b, t, c] = 100 b + 10 t + c gave {got:g} at {index}, "
+                                       "expected {M:g}.\ngot (b = 0):\n{got2}\nLikely cause: "
+                                       "reshaping before moving the head axis back; swap axes 1 "
+                                       "and 2 first to (B, T, h, d_h), then reshape.").format(
+                                           MERGE=MERGE,
+                                         h=h, value=(B, T, h * d_h), got=got[index], index=index,
+                                         M=M[index], got2=fmt(got[0])))
 
     prop()
 
 
-@check(MERGE, "matches the definition on arbitrary (B, h, T, d_h) input")
+@check(MERGE, N_("matches the definition on arbitrary (B, h, T, d_h) input"))
 def merge_matches_definition(fn):
     for B, h, T, d_h in ((2, 2, 3, 2), (2, 4, 2, 1), (3, 3, 4, 2)):
         M = np.arange(B * h * T * d_h, dtype=np.float64).reshape(B, h, T, d_h)
-        got = as_array(call(fn, M), f"{MERGE}(M)")
+        got = as_array(call(fn, M), _("{MERGE}(M)").format(MERGE=MERGE))
         expected = ref.merge_heads(M)
-        expect_shape(got, (B, T, h * d_h), f"{MERGE}(M of shape {(B, h, T, d_h)})")
+        expect_shape(got, (B, T, h * d_h), _("{MERGE}(M of shape {value})").format(MERGE=MERGE,
+                                               value=(B, h, T, d_h)))
         if not np.array_equal(got, expected):
-            raise Fail("head-order", f"{MERGE}(M of shape {(B, h, T, d_h)}, M = arange) "
-                                     f"returned for b = 0\n{fmt(got[0])}\nexpected\n"
-                                     f"{fmt(expected[0])}. Likely cause: reshape and transpose "
-                                     f"in the wrong order.")
+            raise Fail("head-order", _("{MERGE}(M of shape {value}, M = arange) returned for b = "
+                                       "0\n{got}\nexpected\n{expected}. Likely cause: reshape and "
+                                       "transpose in the wrong order.").format(MERGE=MERGE,
+                                         value=(B, h, T, d_h), got=fmt(got[0]),
+                                         expected=fmt(expected[0])))
 
 
-@check(MERGE, "edge shapes: h = 1, T = 1, B = 1")
+@check(MERGE, N_("edge shapes: h = 1, T = 1, B = 1"))
 def merge_edge_shapes(fn):
     for shape in ((1, 1, 1, 4), (2, 1, 3, 2), (1, 4, 1, 1)):
         M = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
-        got = as_array(call(fn, M), f"{MERGE}(M)")
-        expect_shape(got, (shape[0], shape[2], shape[1] * shape[3]), f"{MERGE}(M of shape {shape})")
+        got = as_array(call(fn, M), _("{MERGE}(M)").format(MERGE=MERGE))
+        expect_shape(got, (shape[0], shape[2], shape[1] * shape[3]), _("{MERGE}(M of shape "
+                                                                       "{shape})").format(
+                                                                           MERGE=MERGE,
+                                                                         shape=shape))
         if not np.array_equal(got, ref.merge_heads(M)):
-            raise Fail("head-order", f"{MERGE}(M of shape {shape}) puts entries in the wrong "
-                                     f"place.")
+            raise Fail("head-order", _("{MERGE}(M of shape {shape}) puts entries in the wrong "
+                                       "place.").format(MERGE=MERGE, shape=shape))
 
 
-@check(MERGE, "float32 in, float32 out")
+@check(MERGE, N_("float32 in, float32 out"))
 def merge_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((np.ones((2, 2, 3, 2), dtype=dt),), {}), lambda out: [("M", out)],
                 MERGE)
 
 
-@check(MERGE, "does not modify M")
+@check(MERGE, N_("does not modify M"))
 def merge_no_mutation(fn):
     mutation_check(fn, (np.arange(24.0).reshape(2, 2, 3, 2),), {}, MERGE, ["M"])

@@ -25,6 +25,7 @@ from solutions import attention as ref
 from .. import gradcheck
 from .. import strategies as S
 from ..guard import StubHit, StudentTimeout, call, crash_fault, peer
+from ..i18n import N_, _
 from ..registry import Fail, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, fmt, mutation_check, rng, unpack, worst_difference)
@@ -61,28 +62,28 @@ def _forward_variants(x, gamma, beta):
     if d > 1:
         unbiased = x.var(-1, keepdims=True, ddof=1)
         out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(unbiased + EPS) + beta,
-                    "the unbiased variance (divide by d - 1) was used; layer norm uses the "
-                    "biased one (divide by d)"))
+                    _("the unbiased variance (divide by d - 1) was used; layer norm uses the "
+                      "biased one (divide by d)")))
     out.append(("layer-norm-variance", gamma * (x - mu) / (np.sqrt(var) + EPS) + beta,
-                "eps was added outside the square root: sqrt(var + eps), not sqrt(var) + eps"))
+                _("eps was added outside the square root: sqrt(var + eps), not sqrt(var) + eps")))
     out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt((x * x).mean(-1, keepdims=True)
                                                                   + EPS) + beta,
-                "the variance was not centred: mean((x - mean)^2), not mean(x^2)"))
+                _("the variance was not centred: mean((x - mean)^2), not mean(x^2)")))
     out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(var) + beta if np.all(var > 0)
-                else None, "eps is missing"))
+                else None, _("eps is missing")))
     if x.dtype == np.float32:
         # Mathematically the biased variance; in float32 mean(x^2) and mean(x)^2 agree to
         # about 7 digits, so their difference keeps rounding error of the order of
         # 1e-7 * mean(x)^2 and a token whose variance is small against its mean^2 loses it.
         one_pass = np.maximum((x * x).mean(-1, keepdims=True) - mu * mu, 0)
         out.append(("layer-norm-variance", gamma * (x - mu) / np.sqrt(one_pass + EPS) + beta,
-                    "the variance was computed in one pass, mean(x^2) - mean(x)^2, in float32: "
-                    "the two terms cancel and rounding error of the order of 1e-7 * mean^2 "
-                    "replaces the small variance of a token"))
+                    _("the variance was computed in one pass, mean(x^2) - mean(x)^2, in float32: "
+                      "the two terms cancel and rounding error of the order of 1e-7 * mean^2 "
+                      "replaces the small variance of a token")))
     return out
 
 
-_SMALL_VARIANCE_NOTE = " one token has variance about 1e-6 (below eps = 1e-5)."
+_SMALL_VARIANCE_NOTE = N_(" one token has variance about 1e-6 (below eps = 1e-5).")
 
 
 def _forward_mistake(y, x, gamma, beta, what, rtol=1e-6, atol=1e-8, note=_SMALL_VARIANCE_NOTE):
@@ -97,16 +98,17 @@ def _forward_mistake(y, x, gamma, beta, what, rtol=1e-6, atol=1e-8, note=_SMALL_
     Raises:
         Fail: ``wrong-shape`` if ``y`` is not an array of ``x``'s shape.
     """
-    y = as_array(y, f"{what}: y")
-    expect_shape(y, x.shape, f"{what}: y")
-    expected, _ = ref.layer_norm_forward(x, gamma, beta)
+    y = as_array(y, _("{what}: y").format(what=what))
+    expect_shape(y, x.shape, _("{what}: y").format(what=what))
+    expected, _unused = ref.layer_norm_forward(x, gamma, beta)
     if allclose(y, expected, rtol=rtol, atol=atol):
         return None
     fault, why = diagnose(y, _forward_variants(x, gamma, beta), None, rtol=rtol, atol=atol)
-    return fault, (f"{what}: y differs from gamma * (x - mean) / sqrt(var + eps) + beta "
-                   f"({worst_difference(y, expected)}); x has shape {x.shape},{note}"
-                   + (f" Likely cause: {why}." if why else
-                      " Mean and biased variance go over the last axis of each token."))
+    return fault, (_("{what}: y differs from gamma * (x - mean) / sqrt(var + eps) + beta "
+                     "({worst_difference}); x has shape {shape},{note}").format(what=what,
+                       worst_difference=worst_difference(y, expected), shape=x.shape, note=_(note))
+                   + (_(" Likely cause: {why}.").format(why=why) if why else
+                      _(" Mean and biased variance go over the last axis of each token.")))
 
 
 def _expect_forward(fn, x, gamma, beta, what):
@@ -115,45 +117,48 @@ def _expect_forward(fn, x, gamma, beta, what):
     if mistake:
         fault, message = mistake
         raise Fail(fault or "layer-norm-variance", message)
-    return as_array(y, f"{what}: y")
+    return as_array(y, _("{what}: y").format(what=what))
 
 
 def _mistake_of_call(y, args, kwargs, what, rtol, atol):
     x, gamma, beta = args[:3]
-    return _forward_mistake(y, x, gamma, beta, what, rtol=rtol, atol=atol, note=" the "
-                            "input of this backward check.")
+    return _forward_mistake(y, x, gamma, beta, what, rtol=rtol, atol=atol, note=_(" the input of "
+                                                                                  "this backward "
+                                                                                  "check."))
 
 
 FORWARDS[FWD] = (BWD, _mistake_of_call, 1e-6, 1e-8)
 
 
-@check(FWD, "matches gamma * (x - mean) / sqrt(var + eps) + beta (biased variance, last axis)")
+@check(FWD, N_("matches gamma * (x - mean) / sqrt(var + eps) + beta (biased variance, last axis)"))
 def forward_matches_definition(fn):
     for seed, shape in ((30, (2, 3, 6)), (31, (4, 5)), (32, (2, 2, 3, 4))):
         x, gamma, beta = _inputs(seed, shape)
-        _expect_forward(fn, x, gamma, beta, f"{FWD}(x of shape {shape})")
+        _expect_forward(fn, x, gamma, beta, _("{FWD}(x of shape {shape})").format(FWD=FWD,
+                                                shape=shape))
 
 
-@check(FWD, "with gamma = 1, beta = 0 every token has mean 0 and variance var / (var + eps)")
+@check(FWD, N_("with gamma = 1, beta = 0 every token has mean 0 and variance var / (var + eps)"))
 def forward_normalises(fn):
     @S.SETTINGS
     @given(x=S.float_arrays(S.array_shapes(1, 3, 1, 5), np.float64, bound=50.0))
     def prop(x):
         d = x.shape[-1]
-        _expect_forward(fn, x, np.ones(d), np.zeros(d), f"{FWD}(x of shape {x.shape}, "
-                                                        f"gamma = 1, beta = 0) with x =\n{fmt(x)}")
+        _expect_forward(fn, x, np.ones(d), np.zeros(d), _("{FWD}(x of shape {shape}, gamma = 1, "
+                                                          "beta = 0) with x =\n{x}").format(FWD=FWD,
+                                                            shape=x.shape, x=fmt(x)))
 
     prop()
 
 
-@check(FWD, "float32 in, float32 out")
+@check(FWD, N_("float32 in, float32 out"))
 def forward_keeps_float32(fn):
     dtype_check(fn, lambda dt: (_inputs(33, (2, 3, 4), dt), {}),
                 lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
 
 
-@check(FWD, "float32: matches the definition to float32 rounding, a token of small variance "
-            "included")
+@check(FWD, N_("float32: matches the definition to float32 rounding, a token of small variance "
+               "included"))
 def forward_float32_values(fn):
     """The float32 forward is right to the tolerance at which its backward is checked.
 
@@ -165,8 +170,8 @@ def forward_float32_values(fn):
     """
     for seed, shape in ((35, (2, 3, 8)), (36, (3, 16))):
         x, gamma, beta = _inputs(seed, shape, np.float32)
-        what = f"{FWD}(float32 x of shape {shape})"
-        y, _ = unpack(call(fn, x, gamma, beta), 2, what)
+        what = _("{FWD}(float32 x of shape {shape})").format(FWD=FWD, shape=shape)
+        y, _unused = unpack(call(fn, x, gamma, beta), 2, what)
         mistake = _forward_mistake(y, x, gamma, beta, what, note=_SMALL_VARIANCE_NOTE,
                                    **FLOAT32_FORWARD_TOLERANCE)
         if mistake:
@@ -174,7 +179,7 @@ def forward_float32_values(fn):
             raise Fail(fault or "layer-norm-variance", message)
 
 
-@check(FWD, "does not modify x, gamma or beta")
+@check(FWD, N_("does not modify x, gamma or beta"))
 def forward_no_mutation(fn):
     mutation_check(fn, _inputs(34, (2, 3, 4)), {}, FWD, ["x", "gamma", "beta"])
 
@@ -210,12 +215,14 @@ def student_cache(forward_name: str, *args: Any, **kwargs: Any) -> tuple[Any, An
     except Fail as failure:
         raise _unchecked(backward_name, forward_name, failure.fault, failure.message) from None
     except (NotImplementedError, StubHit):
-        raise Fail("not-implemented", f"the backward is checked with the cache of your "
-                                      f"{forward_name}, which still raises NotImplementedError.")
+        raise Fail("not-implemented", _("the backward is checked with the cache of your "
+                                        "{forward_name}, which still raises NotImplementedError.").format(forward_name=forward_name))
     except Exception as exc:
-        raise Fail(crash_fault(exc), f"the backward is checked with the cache of your "
-                                     f"{forward_name}, which raised "
-                                     f"{getattr(exc, 'type_name', type(exc).__name__)}: {exc}") \
+        raise Fail(crash_fault(exc), _("the backward is checked with the cache of your "
+                                       "{forward_name}, which raised {getattr}: {exc}").format(
+                                           forward_name=forward_name,
+                                         getattr=getattr(exc, "type_name", type(exc).__name__),
+                                         exc=exc)) \
             from None
     floats = [np.asarray(a).dtype for a in args if isinstance(a, np.ndarray)]
     if floats and floats[0] == np.float32:
@@ -233,17 +240,19 @@ def student_cache(forward_name: str, *args: Any, **kwargs: Any) -> tuple[Any, An
 def _unchecked(backward_name, forward_name, fault, message):
     """The ``Fail`` of a backward check that could not run because the forward is wrong."""
     return Fail(fault or "other",
-                f"{backward_name} could not be checked on this input because your "
-                f"{forward_name} is wrong on it: {message} A backward is checked against the "
-                f"gradient of the forward the contract defines, with the cache of your "
-                f"{forward_name}, so only on inputs where your {forward_name} is right: see "
-                f"the report of {forward_name}, fix it there, and this check will run.")
+                _("{backward_name} could not be checked on this input because your "
+                  "{forward_name} is wrong on it: {message} A backward is checked against the "
+                  "gradient of the forward the contract defines, with the cache of your "
+                  "{forward_name}, so only on inputs where your {forward_name} is right: see the "
+                  "report of {forward_name}, fix it there, and this check will run.").format(
+                      backward_name=backward_name,
+                    forward_name=forward_name, message=message))
 
 
 def _backward_result(fn, dy, cache, what):
     dx, dgamma, dbeta = unpack(call(fn, dy, cache), 3, what)
-    return (as_array(dx, f"{what}: dx"), as_array(dgamma, f"{what}: dgamma"),
-            as_array(dbeta, f"{what}: dbeta"))
+    return (as_array(dx, _("{what}: dx").format(what=what)), as_array(dgamma, _("{what}: dgamma").format(what=what)),
+            as_array(dbeta, _("{what}: dbeta").format(what=what)))
 
 
 def _forward_gradients(forward, x, gamma, beta, G):
@@ -268,33 +277,34 @@ def _backward_candidates(x, gamma, G):
     g = G * gamma
     m1, m2 = g.mean(-1, keepdims=True), (g * xhat).mean(-1, keepdims=True)
     return [
-        ("layer-norm-backward-terms", inv * (g - xhat * m2), "the - mean(dxhat) term is missing"),
-        ("layer-norm-backward-terms", inv * (g - m1), "the - xhat * mean(dxhat * xhat) term is "
-                                                      "missing"),
-        ("layer-norm-backward-terms", inv * g, "both mean terms are missing"),
-        ("layer-norm-backward-terms", g - m1 - xhat * m2, "the factor inv = 1 / sqrt(var + eps) "
-                                                          "is missing"),
+        ("layer-norm-backward-terms", inv * (g - xhat * m2), _("the - mean(dxhat) term is missing")),
+        ("layer-norm-backward-terms", inv * (g - m1), _("the - xhat * mean(dxhat * xhat) term is "
+                                                        "missing")),
+        ("layer-norm-backward-terms", inv * g, _("both mean terms are missing")),
+        ("layer-norm-backward-terms", g - m1 - xhat * m2, _("the factor inv = 1 / sqrt(var + "
+                                                            "eps) is missing")),
         ("layer-norm-backward-terms", inv * (G - G.mean(-1, keepdims=True)
                                              - xhat * (G * xhat).mean(-1, keepdims=True)),
-         "gamma is missing from the path from y back to xhat"),
+         _("gamma is missing from the path from y back to xhat")),
     ]
 
 
 def _grad_fail(fault, what, name, got, expected, why=""):
     rel, abs_err, index = gradcheck.rel_error(got, expected)
-    raise Fail(fault, f"{what}: {name} disagrees with central differences of the forward "
-                      f"(eps = {gradcheck.EPS:g}, float64, random upstream gradient dy): "
-                      f"relative error {rel:.3g} at index {index} "
-                      f"({worst_difference(got, expected)}); the threshold is "
-                      f"{gradcheck.REL_TOL:g}."
-                      + (f" Likely cause: {why}." if why else ""))
+    raise Fail(fault, _("{what}: {name} disagrees with central differences of the forward (eps = "
+                        "{EPS:g}, float64, random upstream gradient dy): relative error "
+                        "{rel:.3g} at index {index} ({worst_difference}); the threshold is "
+                        "{REL_TOL:g}.").format(what=what, name=name, EPS=gradcheck.EPS, rel=rel,
+                          index=index, worst_difference=worst_difference(got, expected),
+                          REL_TOL=gradcheck.REL_TOL)
+                      + (_(" Likely cause: {why}.").format(why=_(why)) if why else ""))
 
 
 def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
     x, gamma, beta = _inputs(seed, shape, small_variance_token=False)
     G = rng(seed + 100).normal(size=shape)
-    what = f"{BWD} for x of shape {shape}"
-    _, cache = student_cache(FWD, x, gamma, beta)
+    what = _("{BWD} for x of shape {shape}").format(BWD=BWD, shape=shape)
+    _unused, cache = student_cache(FWD, x, gamma, beta)
     dx, dgamma, dbeta = _backward_result(fn, G, cache, what)
     numeric = _forward_gradients(ref.layer_norm_forward, x, gamma, beta, G)
 
@@ -303,14 +313,14 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
 
     d = shape[-1]
     if "dx" in parts:
-        expect_shape(dx, shape, f"{what}: dx")
+        expect_shape(dx, shape, _("{what}: dx").format(what=what))
         if not ok("dx", dx):
             fault, why = diagnose(dx, _backward_candidates(x, gamma, G),
                                   "layer-norm-backward-terms", rtol=1e-5, atol=1e-8)
             _grad_fail(fault, what, "dx", dx, numeric["dx"],
-                       why or "dx matches none of the usual mistakes; re-derive it term by "
-                              "term from the forward (x reaches y through the mean, the "
-                              "variance and x itself)")
+                       why or _("dx matches none of the usual mistakes; re-derive it term by "
+                                "term from the forward (x reaches y through the mean, the "
+                                "variance and x itself)"))
     lead = tuple(range(len(shape) - 1))
     xhat = ref.layer_norm_forward(x, np.ones(d), np.zeros(d))[0]
     for name, got, partial in (("dgamma", dgamma, G * xhat), ("dbeta", dbeta, G)):
@@ -318,59 +328,68 @@ def _check_backward(fn, shape, seed, parts=("dx", "dgamma", "dbeta")):
             continue
         if got.shape != (d,):
             if got.size == d and ok(name, got.reshape(d)):
-                raise Fail("wrong-shape", f"{what}: {name} has the right values but shape "
-                                          f"{got.shape}; it must be ({d},) (no keepdims).")
+                raise Fail("wrong-shape", _("{what}: {name} has the right values but shape "
+                                            "{shape}; it must be ({d},) (no keepdims).").format(
+                                                what=what,
+                                              name=name, shape=got.shape, d=d))
             partial_shapes = {partial.sum(axis=a).shape for a in lead} | {partial.shape}
             fault = "param-grad-axes" if got.shape in partial_shapes or got.size != d else \
                 "weight-grad-wrong"
-            raise Fail(fault, f"{what}: {name} has shape {got.shape}, expected ({d},): sum over "
-                              f"every leading axis ({', '.join(map(str, lead))}), not just one.")
+            raise Fail(fault, _("{what}: {name} has shape {shape}, expected ({d},): sum over "
+                                "every leading axis ({items}), not just one.").format(what=what,
+                                  name=name, shape=got.shape, d=d,
+                                  items=', '.join(map(str, lead))))
         if not ok(name, got):
             candidates = [("param-grad-axes", partial.sum(axis=a)[(0,) * (len(shape) - 2)]
-                           if len(shape) > 2 else None, "summed over one leading axis only")
+                           if len(shape) > 2 else None, _("summed over one leading axis only"))
                           for a in lead]
-            candidates.append(("param-grad-axes", partial.mean(axis=lead), "averaged over the "
-                               "leading axes instead of summed: the loss sums over every "
-                               "token, and so does the gradient of a shared parameter"))
+            candidates.append(("param-grad-axes", partial.mean(axis=lead), _("averaged over the "
+                                                                             "leading axes "
+                                                                             "instead of summed: "
+                                                                             "the loss sums over "
+                                                                             "every token, and "
+                                                                             "so does the "
+                                                                             "gradient of a "
+                                                                             "shared parameter")))
             other = (G * x).sum(axis=lead) if name == "dgamma" else None
-            candidates.append(("weight-grad-wrong", other, "dgamma was computed from x, "
-                                                           "not from the normalised input"))
+            candidates.append(("weight-grad-wrong", other, _("dgamma was computed from x, not "
+                                                             "from the normalised input")))
             swapped = G.sum(axis=lead) if name == "dgamma" else (G * xhat).sum(axis=lead)
-            candidates.append(("weight-grad-wrong", swapped, "dgamma and dbeta are swapped"))
+            candidates.append(("weight-grad-wrong", swapped, _("dgamma and dbeta are swapped")))
             fault, why = diagnose(got, candidates, "weight-grad-wrong", rtol=1e-6, atol=1e-9)
             _grad_fail(fault, what, name, got, numeric[name],
-                       why or ("gamma multiplies the normalised input" if name == "dgamma"
-                               else "beta is added") + " at every token of every sequence")
+                       why or (_("gamma multiplies the normalised input") if name == "dgamma"
+                               else _("beta is added")) + _(" at every token of every sequence"))
 
 
-@check(BWD, "dx matches central differences (B = 2, T = 3, d = 5)")
+@check(BWD, N_("dx matches central differences (B = 2, T = 3, d = 5)"))
 def backward_dx(fn):
     _check_backward(fn, (2, 3, 5), 40, parts=("dx",))
 
 
-@check(BWD, "dgamma and dbeta match central differences, summed over every leading axis")
+@check(BWD, N_("dgamma and dbeta match central differences, summed over every leading axis"))
 def backward_params(fn):
     _check_backward(fn, (2, 3, 5), 41, parts=("dgamma", "dbeta"))
 
 
-@check(BWD, "any number of leading axes: (d,), (T, d), (2, 2, 3, d)")
+@check(BWD, N_("any number of leading axes: (d,), (T, d), (2, 2, 3, d)"))
 def backward_any_rank(fn):
     for seed, shape in ((42, (6,)), (43, (4, 3)), (44, (2, 2, 3, 4))):
         _check_backward(fn, shape, seed)
 
 
-@check(BWD, "float32 in, float32 out (dx, dgamma, dbeta)")
+@check(BWD, N_("float32 in, float32 out (dx, dgamma, dbeta)"))
 def backward_keeps_float32(fn):
     x, gamma, beta = _inputs(45, (2, 3, 4), np.float32)
-    _, cache = student_cache(FWD, x, gamma, beta)
+    _unused, cache = student_cache(FWD, x, gamma, beta)
     G = rng(46).normal(size=(2, 3, 4)).astype(np.float32)
     dtype_check(fn, lambda dt: ((G, cache), {}),
                 lambda res: list(zip(("dx", "dgamma", "dbeta"), unpack(res, 3, BWD))), BWD)
 
 
-@check(BWD, "does not modify dy or the cache")
+@check(BWD, N_("does not modify dy or the cache"))
 def backward_no_mutation(fn):
     x, gamma, beta = _inputs(47, (2, 3, 4))
-    _, cache = student_cache(FWD, x, gamma, beta)
+    _unused, cache = student_cache(FWD, x, gamma, beta)
     G = rng(48).normal(size=(2, 3, 4))
     backward_mutation_check(fn, G, cache, BWD)

@@ -10,6 +10,7 @@ from solutions import attention as ref
 
 from .. import strategies as S
 from ..guard import StubHit, StudentTimeout, call
+from ..i18n import N_, _
 from ..registry import Fail, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, worst_difference)
@@ -68,8 +69,8 @@ def wrong_axis_variants(x: np.ndarray, axis: int) -> list[tuple[np.ndarray, str]
         sums without ``keepdims`` over any axis (``unkept_variants``), which broadcast
         along a wrong one.
     """
-    out = [(alt, "it normalised over another axis than the one asked for (is the `axis` "
-                 "argument used?)") for alt in _other_axes(x, axis)]
+    out = [(alt, _("it normalised over another axis than the one asked for (is the `axis` "
+                   "argument used?)")) for alt in _other_axes(x, axis)]
     for a in range(x.ndim):
         out += [(alt, _UNKEPT_WHY) for alt in unkept_variants(x, a)]
     return out
@@ -88,9 +89,9 @@ def _same_values(a, b, rtol=1e-6, atol=1e-12):
     return bool(np.allclose(a[fa], b[fb], rtol=rtol, atol=atol))
 
 
-_UNKEPT_WHY = ("a sum (or max) over an axis was taken without keepdims=True, so NumPy "
-               "broadcast it along the wrong axis: each entry was divided by the sum of "
-               "another slice (on square scores entry (i, j) by the sum of row j)")
+_UNKEPT_WHY = (N_("a sum (or max) over an axis was taken without keepdims=True, so NumPy "
+                  "broadcast it along the wrong axis: each entry was divided by the sum of "
+                  "another slice (on square scores entry (i, j) by the sum of row j)"))
 
 
 def _wrong_axis_fail(got, x, axis, what):
@@ -99,9 +100,11 @@ def _wrong_axis_fail(got, x, axis, what):
     for alt, why in wrong_axis_variants(x, axis):
         if _same_values(got, alt):
             raise Fail("softmax-wrong-axis",
-                       f"{what} with scores of shape {x.shape} returned\n{fmt(got)}\n"
-                       f"(shape {np.shape(got)}), not normalised along axis {axis}; expected"
-                       f"\n{fmt(ref.softmax(x, axis=axis))}\nLikely cause: {why}.")
+                       _("{what} with scores of shape {shape} returned\n{got}\n(shape {shape2}), "
+                         "not normalised along axis {axis}; expected\n{softmax}\nLikely cause: "
+                         "{why}.").format(what=what, shape=x.shape, got=fmt(got),
+                           shape2=np.shape(got), axis=axis,
+                           softmax=fmt(ref.softmax(x, axis=axis)), why=_(why)))
 
 
 def _square_probe(fn, x, axis, exc):
@@ -120,10 +123,11 @@ def _square_probe(fn, x, axis, exc):
     for alt, why in wrong_axis_variants(square, axis_used):
         if _same_values(got, alt):
             raise Fail("softmax-wrong-axis",
-                       f"softmax raised {type(exc).__name__} on scores of shape {x.shape} "
-                       f"({str(exc)[:120]}); on square scores of shape {square.shape} it runs "
-                       f"but does not normalise along axis {axis_used}. Likely cause: "
-                       f"{why}.") from None
+                       _("softmax raised {kind} on scores of shape {shape} ({exc}); on square "
+                         "scores of shape {shape2} it runs but does not normalise along axis "
+                         "{axis_used}. Likely cause: {why}.").format(kind=type(exc).__name__,
+                           shape=x.shape, exc=str(exc)[:120], shape2=square.shape,
+                           axis_used=axis_used, why=_(why))) from None
     raise exc
 
 
@@ -162,7 +166,7 @@ def _softmax(fn, x, axis=None, what="softmax(scores)", values=True):
     return got
 
 
-@check(NAME, "matches exp(s - max) / sum over the requested axis (random shapes and axes)")
+@check(NAME, N_("matches exp(s - max) / sum over the requested axis (random shapes and axes)"))
 def matches_definition(fn):
     @S.SETTINGS
     @given(x=S.float_arrays(S.array_shapes(1, 3), np.float64, bound=30.0), data=st.data())
@@ -170,39 +174,43 @@ def matches_definition(fn):
         axis = data.draw(st.integers(-x.ndim, x.ndim - 1), label="axis")
         got = _softmax(fn, x, axis, "softmax(scores, axis)")
         expected = ref.softmax(x, axis=axis)
-        expect_shape(got, x.shape, f"softmax(scores of shape {x.shape}, axis={axis})")
+        expect_shape(got, x.shape, _("softmax(scores of shape {shape}, axis={axis})").format(
+            shape=x.shape,
+                                       axis=axis))
         if not allclose(got, expected, rtol=1e-6, atol=1e-12):
-            candidates = [("softmax-wrong-axis", alt, "it normalised over another axis than "
-                           "the one asked for (is the `axis` argument used?)")
+            candidates = [("softmax-wrong-axis", alt, _("it normalised over another axis than "
+                                                        "the one asked for (is the `axis` "
+                                                        "argument used?)"))
                           for alt in _other_axes(x, axis)]
             fault, why = diagnose(got, candidates, "other")
-            raise Fail(fault, f"softmax(scores, axis={axis}) with scores =\n{fmt(x)}\n"
-                              f"returned\n{fmt(got)}\nexpected\n{fmt(expected)}\n"
-                              f"({worst_difference(got, expected)}). "
-                              + (f"Likely cause: {why}." if why else
-                                 "Compare with exp(s - max) / sum(exp(s - max)) along `axis`."))
+            raise Fail(fault, _("softmax(scores, axis={axis}) with scores "
+                                "=\n{x}\nreturned\n{got}\nexpected\n{expected}\n({worst_difference}). ").format(axis=axis,
+                                  x=fmt(x), got=fmt(got), expected=fmt(expected),
+                                  worst_difference=worst_difference(got, expected))
+                              + (_("Likely cause: {why}.").format(why=_(why)) if why else
+                                 _("Compare with exp(s - max) / sum(exp(s - max)) along `axis`.")))
 
     prop()
 
 
-@check(NAME, "by default every row sums to 1 over the last axis (the keys)")
+@check(NAME, N_("by default every row sums to 1 over the last axis (the keys)"))
 def default_axis_is_last(fn):
     x = rng(1).normal(size=(2, 3, 4)) * 3  # T_q = 3 queries, T_k = 4 keys
     got = _softmax(fn, x)
-    expect_shape(got, x.shape, "softmax(scores) of shape (2, 3, 4)")
+    expect_shape(got, x.shape, _("softmax(scores) of shape (2, 3, 4)"))
     sums = got.sum(axis=-1)
     if not allclose(sums, np.ones_like(sums), rtol=1e-9, atol=1e-9):
         fault, why = "other", ""
         if allclose(got.sum(axis=-2), np.ones((2, 4)), atol=1e-9):
-            fault, why = "softmax-wrong-axis", ("the columns sum to 1: the default axis "
-                                                "normalises over the queries (axis=-2), not the "
-                                                "keys (axis=-1)")
-        raise Fail(fault, f"softmax(scores) on scores of shape (2, 3, 4) gave rows (last "
-                          f"axis) summing to\n{fmt(sums)}\ninstead of 1. "
-                          + (f"Likely cause: {why}." if why else ""))
+            fault, why = "softmax-wrong-axis", (_("the columns sum to 1: the default axis "
+                                                  "normalises over the queries (axis=-2), not "
+                                                  "the keys (axis=-1)"))
+        raise Fail(fault, _("softmax(scores) on scores of shape (2, 3, 4) gave rows (last axis) "
+                            "summing to\n{sums}\ninstead of 1. ").format(sums=fmt(sums))
+                          + (_("Likely cause: {why}.").format(why=_(why)) if why else ""))
 
 
-@check(NAME, "no overflow or NaN for scores up to +-1e4 (float32 and float64)")
+@check(NAME, N_("no overflow or NaN for scores up to +-1e4 (float32 and float64)"))
 def stable_at_large_scores(fn):
     cases = [
         np.array([[1e4, 0.0, -1e4], [710.0, 709.0, 0.0], [-1e4, -1e4 + 1, -1e4 + 2]]),
@@ -220,30 +228,34 @@ def stable_at_large_scores(fn):
                 for alt in _other_axes(x, -1):
                     if allclose(got, alt, rtol=1e-5, atol=atol):
                         raise Fail("softmax-wrong-axis",
-                                   f"softmax(scores) with scores ({x.dtype}) =\n{fmt(x)}\n"
-                                   f"returned\n{fmt(got)}\nexpected\n{fmt(expected)}: the "
-                                   f"default axis must be the last one (the keys).")
+                                   _("softmax(scores) with scores ({dtype}) "
+                                     "=\n{x}\nreturned\n{got}\nexpected\n{expected}: the default axis "
+                                     "must be the last one (the keys).").format(dtype=x.dtype,
+                                       x=fmt(x), got=fmt(got), expected=fmt(expected)))
             raise Fail("unstable-softmax",
-                       f"softmax(scores) with scores ({x.dtype}) =\n{fmt(x)}\nreturned\n"
-                       f"{fmt(got)}\nexpected\n{fmt(expected)}. exp(1e4) overflows (float64 "
-                       f"overflows above about 709, float32 above about 88). Likely cause: "
-                       f"the maximum of each row is not subtracted before exp.")
+                       _("softmax(scores) with scores ({dtype}) "
+                         "=\n{x}\nreturned\n{got}\nexpected\n{expected}. exp(1e4) overflows (float64 "
+                         "overflows above about 709, float32 above about 88). Likely cause: the "
+                         "maximum of each row is not subtracted before exp.").format(dtype=x.dtype,
+                           x=fmt(x), got=fmt(got), expected=fmt(expected)))
 
 
-@check(NAME, "entries of -inf get weight exactly 0")
+@check(NAME, N_("entries of -inf get weight exactly 0"))
 def minus_inf_gets_zero(fn):
     x = np.array([[0.5, -np.inf, 2.0, -np.inf], [-np.inf, 1.0, 1.0, 3.0]])
     got = _softmax(fn, x)
     expected = ref.softmax(x)
-    expect_shape(got, x.shape, "softmax(scores) of shape (2, 4)")
+    expect_shape(got, x.shape, _("softmax(scores) of shape (2, 4)"))
     if not allclose(got, expected, rtol=1e-9, atol=0):
         fault = "nan-on-empty-row" if np.isnan(got).any() else "other"
-        raise Fail(fault, f"softmax(scores) with scores =\n{fmt(x)}\nreturned\n{fmt(got)}\n"
-                          f"expected\n{fmt(expected)}: exp(-inf) = 0, so a -inf score must get "
-                          f"weight exactly 0 and the other weights of the row still sum to 1.")
+        raise Fail(fault, _("softmax(scores) with scores "
+                            "=\n{x}\nreturned\n{got}\nexpected\n{expected}: exp(-inf) = 0, so a -inf "
+                            "score must get weight exactly 0 and the other weights of the row "
+                            "still sum to 1.").format(x=fmt(x), got=fmt(got),
+                              expected=fmt(expected)))
 
 
-@check(NAME, "a slice that is all -inf gives all zeros, never NaN")
+@check(NAME, N_("a slice that is all -inf gives all zeros, never NaN"))
 def empty_row_gives_zeros(fn):
     for x, axis in ((np.array([[-np.inf, -np.inf, -np.inf], [0.0, 1.0, 2.0]]), -1),
                     (np.full((2, 3), -np.inf, dtype=np.float32), -1),
@@ -257,36 +269,38 @@ def empty_row_gives_zeros(fn):
                 raise Fail("softmax-wrong-axis" if any(
                     allclose(got, alt, rtol=1e-9, atol=0) for alt in _other_axes(x, axis))
                     else "other",
-                           f"softmax(scores, axis={axis}) with scores =\n{fmt(x)}\nreturned\n"
-                           f"{fmt(got)}\nexpected\n{fmt(expected)}: the all -inf slices are "
-                           f"zeros as they should be, but the others are not normalised along "
-                           f"axis {axis}.")
+                           _("softmax(scores, axis={axis}) with scores "
+                             "=\n{x}\nreturned\n{got}\nexpected\n{expected}: the all -inf slices are "
+                             "zeros as they should be, but the others are not normalised along "
+                             "axis {axis}.").format(axis=axis, x=fmt(x), got=fmt(got),
+                               expected=fmt(expected)))
             raise Fail("nan-on-empty-row",
-                       f"softmax(scores, axis={axis}) with scores =\n{fmt(x)}\nreturned\n"
-                       f"{fmt(got)}\nexpected\n{fmt(expected)}. A fully masked slice has "
-                       f"nothing to attend to: its weights must be 0, not NaN (-inf - (-inf) "
-                       f"is NaN) and not uniform. Likely cause: the max of an all -inf slice "
-                       f"is -inf; replace it by 0 there, and divide only where the sum is > 0.")
+                       _("softmax(scores, axis={axis}) with scores "
+                         "=\n{x}\nreturned\n{got}\nexpected\n{expected}. A fully masked slice has "
+                         "nothing to attend to: its weights must be 0, not NaN (-inf - (-inf) is "
+                         "NaN) and not uniform. Likely cause: the max of an all -inf slice is "
+                         "-inf; replace it by 0 there, and divide only where the sum is > 0.").format(axis=axis,
+                           x=fmt(x), got=fmt(got), expected=fmt(expected)))
 
 
-@check(NAME, "float32 in, float32 out")
+@check(NAME, N_("float32 in, float32 out"))
 def keeps_float32(fn):
     x = rng(2).normal(size=(3, 4))
     with _probing_crashes(fn, x):
-        dtype_check(fn, lambda dt: ((x.astype(dt),), {}), lambda out: [("the weights", out)],
+        dtype_check(fn, lambda dt: ((x.astype(dt),), {}), lambda out: [(_("the weights"), out)],
                     NAME)
 
 
-@check(NAME, "does not modify its argument")
+@check(NAME, N_("does not modify its argument"))
 def no_mutation(fn):
     x = rng(3).normal(size=(3, 5)) * 5
     with _probing_crashes(fn, x):
         mutation_check(fn, (x,), {}, NAME, ["scores"])
 
 
-@check(NAME, "output has the input's shape for any number of axes")
+@check(NAME, N_("output has the input's shape for any number of axes"))
 def shape_any_rank(fn):
     for shape in ((5,), (1, 1), (2, 3, 4), (2, 1, 3, 2)):
         x = rng(4).normal(size=shape)
         got = _softmax(fn, x, values=False)
-        expect_shape(got, shape, f"softmax(scores of shape {shape})")
+        expect_shape(got, shape, _("softmax(scores of shape {shape})").format(shape=shape))

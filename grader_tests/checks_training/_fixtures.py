@@ -12,6 +12,7 @@ import numpy as np
 from solutions import training as ref
 
 from .. import gradcheck
+from ..i18n import _
 from ..checks._util import rng  # noqa: F401  (re-exported: the graders' generator)
 
 TINY_L = 4
@@ -30,8 +31,8 @@ GRADED = ("make_batch", "masked_cross_entropy", "block_backward", "adam_step",
 
 def _withheld(name):
     def withheld(*args, **kwargs):
-        raise RuntimeError(f"ops.{name} is not available to a graded function: {name} is "
-                           f"graded itself; write it in your own code")
+        raise RuntimeError(_("ops.{name} is not available to a graded function: {name} is graded "
+                             "itself; write it in your own code").format(name=name))
     withheld.__name__ = name
     return withheld
 

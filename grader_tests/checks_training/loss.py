@@ -15,6 +15,7 @@ from ..checks._util import (
     unpack,
     worst_difference,
 )
+from ..i18n import N_, _
 from ..guard import call
 from ..registry import Fail, check
 
@@ -41,10 +42,10 @@ def _result(fn, logits, targets, mask, what):
     if isinstance(loss, np.ndarray) and loss.size == 1:
         loss = loss.reshape(())[()]
     if not isinstance(loss, (float, int, np.floating, np.integer)) or isinstance(loss, bool):
-        raise Fail("wrong-shape", f"{what}: the loss should be one number (a Python float), "
-                                  f"got {type(loss).__name__}.")
-    dlogits = as_array(dlogits, f"{what}: dlogits")
-    expect_shape(dlogits, logits.shape, f"{what}: dlogits")
+        raise Fail("wrong-shape", _("{what}: the loss should be one number (a Python float), got "
+                                    "{kind}.").format(what=what, kind=type(loss).__name__))
+    dlogits = as_array(dlogits, _("{what}: dlogits").format(what=what))
+    expect_shape(dlogits, logits.shape, _("{what}: dlogits").format(what=what))
     return float(loss), dlogits
 
 
@@ -53,24 +54,25 @@ def _loss_variants(logits, targets, mask):
     picked = np.take_along_axis(_log_softmax(logits), targets[..., None], axis=-1)[..., 0]
     return [
         ("other", -picked.mean(),
-         "the loss averages over every position: only the answer positions count"),
+         _("the loss averages over every position: only the answer positions count")),
         ("mask-inverted", -picked[~mask].mean() if (~mask).any() else None,
-         "the loss counts the positions where loss_mask is False: True means 'counts'"),
+         _("the loss counts the positions where loss_mask is False: True means 'counts'")),
         ("other", -picked[mask].sum() / mask.size,
-         "the masked sum is divided by B * T; divide by the number of True entries of the mask"),
+         _("the masked sum is divided by B * T; divide by the number of True entries of the mask")),
         ("other", -picked[mask].sum(),
-         "the loss is a sum; the contract asks for the mean over the masked positions"),
+         _("the loss is a sum; the contract asks for the mean over the masked positions")),
     ]
 
 
-@check(NAME, "the loss is the mean of -log softmax(logits)[target] over the masked positions")
+@check(NAME, N_("the loss is the mean of -log softmax(logits)[target] over the masked positions"))
 def loss_value(fn):
     for seed, shape in ((200, (3, 5, 7)), (201, (2, 8, 21)), (202, (1, 1, 3))):
         logits, targets, mask = _problem(seed, *shape)
         if shape == (1, 1, 3):
             mask[:] = True
-        what = f"{NAME}(logits of shape {shape}, mask with {int(mask.sum())} True)"
-        loss, _ = _result(fn, logits, targets, mask, what)
+        what = _("{NAME}(logits of shape {shape}, mask with {sum} True)").format(NAME=NAME,
+                   shape=shape, sum=int(mask.sum()))
+        loss, _unused = _result(fn, logits, targets, mask, what)
         picked = np.take_along_axis(_log_softmax(logits), targets[..., None], axis=-1)[..., 0]
         expected = float(-picked[mask].mean())
         if not np.isclose(loss, expected, rtol=1e-7, atol=1e-10):
@@ -80,22 +82,25 @@ def loss_value(fn):
                                                                            rtol=1e-7):
                     fault, why = f, explanation
                     break
-            raise Fail(fault, f"{what}: loss {loss:.6g}, expected {expected:.6g} = mean over "
-                              f"the masked positions of -log softmax(logits)[target]."
-                              + (f" Likely cause: {why}." if why else ""))
+            raise Fail(fault, _("{what}: loss {loss:.6g}, expected {expected:.6g} = mean over "
+                                "the masked positions of -log softmax(logits)[target].").format(
+                                    what=what,
+                                  loss=loss, expected=expected)
+                              + (_(" Likely cause: {why}.").format(why=why) if why else ""))
 
 
-@check(NAME, "dlogits = (softmax - onehot(target)) / N at masked positions, 0 elsewhere "
-             "(central differences, float64)")
+@check(NAME, N_("dlogits = (softmax - onehot(target)) / N at masked positions, 0 elsewhere "
+                "(central differences, float64)"))
 def loss_gradient(fn):
     logits, targets, mask = _problem(203)
-    what = f"{NAME}(logits of shape {logits.shape})"
-    _, dlogits = _result(fn, logits, targets, mask, what)
+    what = _("{NAME}(logits of shape {shape})").format(NAME=NAME, shape=logits.shape)
+    _unused, dlogits = _result(fn, logits, targets, mask, what)
     if np.any(dlogits[~mask] != 0):
         b, t = (int(i) for i in np.argwhere(np.any(dlogits != 0, axis=-1) & ~mask)[0])
-        raise Fail("other", f"{what}: dlogits[{b}, {t}] = {fmt(dlogits[b, t])} but position "
-                            f"({b}, {t}) is masked out (loss_mask False): a position that does "
-                            f"not count in the loss gets gradient exactly 0.")
+        raise Fail("other", _("{what}: dlogits[{b}, {t}] = {dlogits} but position ({b}, {t}) is "
+                              "masked out (loss_mask False): a position that does not count in "
+                              "the loss gets gradient exactly 0.").format(what=what, b=b, t=t,
+                                dlogits=fmt(dlogits[b, t])))
 
     def loss_of(z):
         return float(-np.take_along_axis(_log_softmax(z), targets[..., None],
@@ -108,55 +113,59 @@ def loss_gradient(fn):
         n = mask.sum()
         candidates = [
             ((p - onehot) * mask[..., None],
-             "dlogits is not divided by N, the number of masked positions"),
+             _("dlogits is not divided by N, the number of masked positions")),
             ((onehot - p) * mask[..., None] / n,
-             "the sign is flipped: the gradient of -log p_target is p - onehot"),
-            (p * mask[..., None] / n, "the - onehot(target) term is missing"),
-            ((p - onehot) * mask[..., None] / mask.size, "dlogits is divided by B * T instead of N"),
+             _("the sign is flipped: the gradient of -log p_target is p - onehot")),
+            (p * mask[..., None] / n, _("the - onehot(target) term is missing")),
+            ((p - onehot) * mask[..., None] / mask.size, _("dlogits is divided by B * T instead "
+                                                           "of N")),
         ]
         why = next((w for value, w in candidates if allclose(dlogits, value, rtol=1e-6)), "")
-        rel, _, index = gradcheck.rel_error(dlogits, numeric)
-        raise Fail("other", f"{what}: dlogits disagrees with central differences of the loss "
-                            f"(eps = {gradcheck.EPS:g}): relative error {rel:.3g} at index "
-                            f"{index} ({worst_difference(dlogits, numeric)}); threshold "
-                            f"{gradcheck.REL_TOL:g}." + (f" Likely cause: {why}." if why else ""))
+        rel, _unused, index = gradcheck.rel_error(dlogits, numeric)
+        raise Fail("other", _("{what}: dlogits disagrees with central differences of the loss "
+                              "(eps = {EPS:g}): relative error {rel:.3g} at index {index} "
+                              "({worst_difference}); threshold {REL_TOL:g}.").format(what=what,
+                                EPS=gradcheck.EPS, rel=rel, index=index,
+                                worst_difference=worst_difference(dlogits, numeric),
+                                REL_TOL=gradcheck.REL_TOL) + (_(" Likely cause: {why}.").format(
+                                    why=why) if why else ""))
 
 
-@check(NAME, "stable for logits of magnitude 1e4 (no overflow, no NaN)")
+@check(NAME, N_("stable for logits of magnitude 1e4 (no overflow, no NaN)"))
 def loss_stable(fn):
     logits, targets, mask = _problem(204, scale=1e4)
-    what = f"{NAME}(logits of magnitude up to about 3e4)"
+    what = _("{NAME}(logits of magnitude up to about 3e4)").format(NAME=NAME)
     loss, dlogits = _result(fn, logits, targets, mask, what)
     if not np.isfinite(loss) or not np.all(np.isfinite(dlogits)):
-        raise Fail("unstable-softmax", f"{what}: got loss {loss} and "
-                                       f"{int(np.sum(~np.isfinite(dlogits)))} non-finite "
-                                       f"entries in dlogits. Subtract each row's maximum before "
-                                       f"np.exp: log softmax(z)_k = z_k - m - log sum_j "
-                                       f"exp(z_j - m).")
+        raise Fail("unstable-softmax", _("{what}: got loss {loss} and {sum} non-finite entries "
+                                         "in dlogits. Subtract each row's maximum before np.exp: "
+                                         "log softmax(z)_k = z_k - m - log sum_j exp(z_j - m).").format(what=what,
+                                           loss=loss, sum=int(np.sum(~np.isfinite(dlogits)))))
     picked = np.take_along_axis(_log_softmax(logits), targets[..., None], axis=-1)[..., 0]
     expected = float(-picked[mask].mean())
     if not np.isclose(loss, expected, rtol=1e-7):
-        raise Fail("unstable-softmax", f"{what}: loss {loss:.6g}, expected {expected:.6g}; "
-                                       f"with large logits the target's probability rounds "
-                                       f"to 0 and its log to -inf: re-read how the loss "
-                                       f"stays finite for large logits.")
+        raise Fail("unstable-softmax", _("{what}: loss {loss:.6g}, expected {expected:.6g}; with "
+                                         "large logits the target's probability rounds to 0 and "
+                                         "its log to -inf: re-read how the loss stays finite for "
+                                         "large logits.").format(what=what, loss=loss,
+                                           expected=expected))
 
 
-@check(NAME, "float32 logits give float32 dlogits")
+@check(NAME, N_("float32 logits give float32 dlogits"))
 def loss_float32(fn):
     logits, targets, mask = _problem(205, dtype=np.float32)
-    _, dlogits = _result(fn, logits, targets, mask, f"{NAME}(float32 logits)")
+    _unused, dlogits = _result(fn, logits, targets, mask, f"{NAME}(float32 logits)")
     if dlogits.dtype != np.float32:
-        raise Fail("dtype-changed", f"{NAME} with float32 logits returned dlogits of dtype "
-                                    f"{dlogits.dtype}; keep the dtype of the logits (training "
-                                    f"runs in float32).")
+        raise Fail("dtype-changed", _("{NAME} with float32 logits returned dlogits of dtype "
+                                      "{dtype}; keep the dtype of the logits (training runs in "
+                                      "float32).").format(NAME=NAME, dtype=dlogits.dtype))
     reference_grad = ref.masked_cross_entropy(logits.astype(np.float64), targets, mask)[1]
     if not allclose(dlogits, reference_grad, rtol=1e-3, atol=1e-6):
-        raise Fail("other", f"{NAME} with float32 logits: dlogits is wrong "
-                            f"({worst_difference(dlogits, reference_grad)}).")
+        raise Fail("other", _("{NAME} with float32 logits: dlogits is wrong ({worst_difference}).").format(NAME=NAME,
+                                worst_difference=worst_difference(dlogits, reference_grad)))
 
 
-@check(NAME, "does not modify logits, targets or loss_mask")
+@check(NAME, N_("does not modify logits, targets or loss_mask"))
 def loss_no_mutation(fn):
     logits, targets, mask = _problem(206)
     mutation_check(fn, (logits, targets, mask), {}, NAME, ["logits", "targets", "loss_mask"])
