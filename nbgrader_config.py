@@ -260,8 +260,10 @@ c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHi
 # each part by its function instead of "Test cell", and the graders' report lines wrap
 # inside the page.
 c.GenerateFeedback.post_convert_hook = finish_feedback_pages
-# What a student wrote is shown as text, never run as a page's script: markdown, displayed
-# HTML and outputs of the notebook are sanitised in the feedback page (and the formgrader).
+# What a student wrote is shown as text, never run as a page's script: displayed HTML and the
+# other outputs of the notebook are sanitised by nbconvert in the feedback page and the
+# formgrader (whose template leaves markdown cells alone: those are cleaned by the kit's
+# markdown filter, below).
 c.HTMLExporter.sanitize_html = True
 
 # --- The exchange and collecting submissions ----------------------------------------------

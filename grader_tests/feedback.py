@@ -415,7 +415,9 @@ class SanitizeStudentMarkdown(FeedbackPreprocessor):
     kit's note (``_is_kit_note``) has its HTML
     escaped (``nbconvert.filters.clean_html``) and ``javascript:`` links disarmed;
     markdown itself (emphasis, lists, quotes, math) still renders. Outputs are sanitised
-    by ``c.HTMLExporter.sanitize_html``; their metadata here.
+    by ``c.HTMLExporter.sanitize_html``; their metadata here. The rendered HTML of such a
+    cell is cleaned once more by ``markdown_to_html`` (in formgrader too, which this
+    preprocessor does not reach).
     """
 
     def preprocess(self, nb, resources):
