@@ -8,10 +8,8 @@ sets its own course id, root and gradebook.
 
 import math
 import os
-from pathlib import Path
 
 import grader_tests
-import jupyter_server_mathjax
 import nbformat
 import nbgrader
 
@@ -262,8 +260,10 @@ c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHi
 # each part by its function instead of "Test cell", and the graders' report lines wrap
 # inside the page.
 c.GenerateFeedback.post_convert_hook = finish_feedback_pages
-# What a student wrote is shown as text, never run as a page's script: markdown, displayed
-# HTML and outputs of the notebook are sanitised in the feedback page (and the formgrader).
+# What a student wrote is shown as text, never run as a page's script: displayed HTML and the
+# other outputs of the notebook are sanitised by nbconvert in the feedback page and the
+# formgrader (whose template leaves markdown cells alone: those are cleaned by the kit's
+# markdown filter, below).
 c.HTMLExporter.sanitize_html = True
 
 # --- The exchange and collecting submissions ----------------------------------------------
@@ -293,20 +293,19 @@ c.FileNameCollectorPlugin.named_regexp = (
     r"(?P<file_id>attention|training)(?:-[0-9]+)?\.ipynb$"
 )
 
-# Formulas render offline: the page loads MathJax (2.7, TeX input) from the copy that the
-# pinned package jupyter-server-mathjax installs beside the kit, by a file URL, not from a
-# CDN. nbgrader's feedback template calls MathJax with a fixed CDN address, so the pages
-# are rendered by the kit's file of that template (grader_tests/templates/feedback/
-# offline.html.j2: nbgrader's page, with that address replaced by nbconvert's
-# `mathjax_url` option). Set for generate_feedback's exporter only (a section
-# `GenerateFeedback.HTMLExporter`, which traitlets gives precedence): formgrader's own
-# HTMLExporter keeps its template. The URL names this machine's copy: a page opened from
-# disk finds it; one opened on another machine (a student's, after `nbgrader
-# fetch_feedback`) only where the kit is installed at the same place, and one served over
-# HTTP (formgrader, Jupyter's file view) not at all: those show the TeX as written.
-MATHJAX = Path(jupyter_server_mathjax.__file__).parent / "static" / "MathJax.js"
-c.GenerateFeedback.HTMLExporter.mathjax_url = \
-    MATHJAX.as_uri() + "?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+# Formulas render offline, wherever a page is opened (from disk on any machine, after
+# `nbgrader fetch_feedback`, or served over HTTP): markdown cells are rendered by the kit's
+# filter (grader_tests.feedback.markdown_to_html), which writes each formula as MathML
+# (latex2mathml), drawn by the browser with no script. It replaces nbconvert's
+# `markdown2html` in every HTMLExporter nbgrader makes: the feedback page's and
+# formgrader's. The same filter cleans the HTML of every markdown cell a student could
+# write (bleach: no script, no event handler, links to http, https and mailto only), so
+# neither page runs a student's markup. nbgrader's feedback template also loads MathJax
+# from a CDN: the kit's file of that template (grader_tests/templates/feedback/
+# offline.html.j2) leaves it out, so the page fetches nothing. Set for generate_feedback's
+# exporter only (a section `GenerateFeedback.HTMLExporter`, which traitlets gives
+# precedence): formgrader keeps its own template.
+c.HTMLExporter.filters = {"markdown2html": "grader_tests.feedback.markdown_to_html"}
 c.GenerateFeedback.HTMLExporter.template_file = "offline.html.j2"
 c.GenerateFeedback.HTMLExporter.extra_template_basedirs = [
     os.path.join(os.path.dirname(grader_tests.__file__), "templates"),  # the kit's file first

@@ -5,6 +5,13 @@ nbgrader's feedback template lists every graded cell as an anonymous "Test cell"
 shows cell outputs in ``<pre>`` blocks that do not wrap. Each page is edited once, after
 nbgrader wrote it: the summary's links are named by the graded part (the grade id without
 ``_hidden_checks``), and a style sheet makes output lines wrap inside the page.
+
+Markdown cells are rendered by ``markdown_to_html`` (nbconvert's ``markdown2html`` filter,
+replaced in ``nbgrader_config.py`` for the feedback page and the formgrader alike): the TeX
+between ``$`` delimiters becomes MathML, which the browser draws with no script, so
+formulas render offline wherever the page is opened, and the HTML of every cell a student
+could write is cleaned by bleach (no script, no event handler, links to http, https and
+mailto only).
 """
 
 from __future__ import annotations
@@ -14,7 +21,12 @@ import html
 import os
 import re
 
+import bleach
+from jinja2 import pass_context
+from jinja2.runtime import Context
+from latex2mathml.converter import convert as latex_to_mathml
 from nbconvert.filters import clean_html
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import List
 
@@ -80,6 +92,121 @@ def finish_feedback_pages(assignment: str | None = None, student: str | None = N
                 with open(page + ".partial", "w", encoding="utf-8") as f:
                     f.write(finished)
                 os.replace(page + ".partial", page)
+
+
+# --- Markdown cells: formulas as MathML, a student's HTML cleaned ---------------------------
+
+# The MathML elements and attributes latex2mathml writes for the TeX of the notebooks
+# (MathML Core and the few presentation attributes Chromium and Firefox draw); anything
+# else it writes (``\href``'s link, raw text of ``\text{...}`` that reads as a tag) is
+# dropped or escaped by bleach.
+MATHML_TAGS = frozenset({
+    "math", "mrow", "mi", "mo", "mn", "ms", "mtext", "mspace", "msub", "msup", "msubsup",
+    "mfrac", "msqrt", "mroot", "mover", "munder", "munderover", "mtable", "mtr", "mtd",
+    "mstyle", "mpadded", "mphantom", "menclose", "merror", "semantics", "annotation",
+})
+MATHML_ATTRIBUTES = ["display", "displaystyle", "scriptlevel", "mathvariant", "mathsize",
+                     "mathcolor", "mathbackground", "stretchy", "fence", "separator",
+                     "symmetric", "largeop", "movablelimits", "accent", "accentunder",
+                     "lspace", "rspace", "minsize", "maxsize", "width", "height", "depth",
+                     "linethickness", "columnalign", "rowalign", "columnspacing",
+                     "rowspacing", "columnlines", "rowlines", "frame", "notation",
+                     "linebreak", "encoding"]
+# The HTML a student's markdown cell may render to: what markdown writes (paragraphs,
+# emphasis, lists, quotes, code, headings with their anchor links, tables, links, images)
+# and MathML. Everything else is shown as text.
+STUDENT_TAGS = frozenset({
+    "p", "br", "hr", "em", "strong", "b", "i", "del", "s", "code", "pre", "span", "div",
+    "blockquote", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "a", "img", "abbr",
+    "acronym", "table", "thead", "tbody", "tr", "th", "td",
+}) | MATHML_TAGS
+# Links of a student's cell; an image may be one of the cell's attachments (a data: URL,
+# for images only: ``_student_attribute``).
+STUDENT_PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
+
+
+def _student_attribute(tag: str, name: str, value: str) -> bool:
+    """bleach's attribute filter of a student's cell: whether ``tag`` keeps ``name=value``."""
+    if name in ("class", "id", "align", "title") or \
+            (tag in MATHML_TAGS and name in MATHML_ATTRIBUTES):
+        return True
+    if tag == "img":
+        return name in ("src", "alt")
+    if tag == "a" and name == "href":  # data: only as an image's source
+        return not re.sub(r"[\x00-\x20]", "", value).lower().startswith("data:")
+    return False
+
+
+def tex_to_mathml(tex: str, display: str = "inline") -> str | None:
+    """The MathML of one formula, cleaned to ``MATHML_TAGS`` and ``MATHML_ATTRIBUTES``.
+
+    Args:
+        tex: the TeX between the delimiters (``\\frac{QK^\\top}{\\sqrt{d_k}}``), as written.
+        display: ``"inline"`` (``$...$``) or ``"block"`` (``$$...$$``, an environment).
+
+    Returns:
+        One ``<math>`` element as HTML text, or None where latex2mathml cannot read the TeX
+        (the caller shows it as written).
+    """
+    try:
+        mathml = latex_to_mathml(tex, display=display)
+    except Exception:  # latex2mathml raises many kinds on TeX it does not read
+        return None
+    return bleach.clean(mathml, tags=MATHML_TAGS, attributes={"*": MATHML_ATTRIBUTES},
+                        protocols=[], strip=False)
+
+
+class MathMLRenderer(IPythonRenderer):
+    """nbconvert's markdown renderer with each formula written as MathML (``tex_to_mathml``)
+    instead of TeX for MathJax to find; a formula latex2mathml cannot read stays as
+    written. Harmful link protocols (``javascript:``, ``vbscript:``, ``file:``, ``data:``
+    other than images) are refused by mistune."""
+
+    def block_math(self, body: str) -> str:
+        """``$$...$$``."""
+        return tex_to_mathml(body, "block") or super().block_math(body)
+
+    def latex_environment(self, name: str, body: str) -> str:
+        """``\\begin{name}...\\end{name}`` outside delimiters."""
+        return tex_to_mathml(f"\\begin{{{name}}}{body}\\end{{{name}}}", "block") \
+            or super().latex_environment(name, body)
+
+    def inline_math(self, body: str) -> str:
+        """``$...$``."""
+        return tex_to_mathml(body, "inline") or super().inline_math(body)
+
+
+def clean_student_html(text: str) -> str:
+    """A student's rendered markdown with every tag, attribute and link protocol outside
+    ``STUDENT_TAGS``, ``_student_attribute`` and ``STUDENT_PROTOCOLS`` escaped or dropped
+    (bleach, which also reads entity-encoded and whitespace-split protocols)."""
+    return bleach.clean(text, tags=STUDENT_TAGS, attributes=_student_attribute,
+                        protocols=STUDENT_PROTOCOLS, strip=False)
+
+
+@pass_context
+def markdown_to_html(context: Context, source: str) -> str:
+    """nbconvert's ``markdown2html`` template filter for the feedback page and formgrader:
+    markdown rendered as nbconvert does, with formulas as MathML (``MathMLRenderer``); a
+    cell that is not the release's own (nbgrader's ``locked``, whose source nbgrader's
+    autograde restored) is then cleaned by ``clean_student_html``.
+
+    Args:
+        context: the Jinja context (its ``cell``: attachments and metadata).
+        source: the cell's markdown.
+
+    Returns:
+        The cell's HTML.
+    """
+    cell = context.get("cell") or {}
+    attachments = cell.get("attachments") if isinstance(cell, dict) else None
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    grading = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    release_text = isinstance(grading, dict) and grading.get("locked") is True
+    renderer = MathMLRenderer(escape=False, allow_harmful_protocols=False,
+                              attachments=attachments if isinstance(attachments, dict) else {})
+    text = MarkdownWithMath(renderer=renderer).render(source)
+    return text if release_text else clean_student_html(text)
 
 
 # What an output's metadata may keep: the size of a displayed image (pixels), nothing else.
@@ -288,7 +415,9 @@ class SanitizeStudentMarkdown(FeedbackPreprocessor):
     kit's note (``_is_kit_note``) has its HTML
     escaped (``nbconvert.filters.clean_html``) and ``javascript:`` links disarmed;
     markdown itself (emphasis, lists, quotes, math) still renders. Outputs are sanitised
-    by ``c.HTMLExporter.sanitize_html``; their metadata here.
+    by ``c.HTMLExporter.sanitize_html``; their metadata here. The rendered HTML of such a
+    cell is cleaned once more by ``markdown_to_html`` (in formgrader too, which this
+    preprocessor does not reach).
     """
 
     def preprocess(self, nb, resources):

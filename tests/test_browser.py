@@ -268,16 +268,15 @@ def test_student_runs_visible_tests_and_validates(lab, page, student_dir, screen
     assert "Success!" not in verdict
 
 
-@pytest.fixture
-def feedback_page(tmp_path):
-    """The feedback of the example class's ``student_mask_after_softmax``, made the way an
-    instructor makes it: a course with the kit's ``nbgrader_config.py``,
-    ``generate_assignment``, ``autograde``, ``generate_feedback``."""
-    course = tmp_path / "course"
+def grade_course(course, students):
+    """A course folder made the way an instructor makes one: the kit's
+    ``nbgrader_config.py`` and ``source/attention/``, ``students`` (name -> the folder to copy
+    into ``submitted/<name>/``), then nbgrader's ``generate_assignment``, ``autograde`` and
+    ``generate_feedback``. Returns ``course``."""
     shutil.copytree(ROOT / "source" / "attention", course / "source" / "attention")
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    student = "student_mask_after_softmax"
-    shutil.copytree(ROOT / "example" / "submitted" / student, course / "submitted" / student)
+    for name, folder in students.items():
+        shutil.copytree(folder, course / "submitted" / name)
     env = child_env()
     for args in (["generate_assignment", "attention", "--force"],
                  ["autograde", "attention", "--create", "--force"],
@@ -285,6 +284,16 @@ def feedback_page(tmp_path):
         done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return course
+
+
+@pytest.fixture(scope="module")
+def feedback_page(tmp_path_factory):
+    """The feedback of the example class's ``student_mask_after_softmax``, made the way an
+    instructor makes it (``grade_course``)."""
+    student = "student_mask_after_softmax"
+    course = grade_course(tmp_path_factory.mktemp("graded") / "course",
+                          {student: ROOT / "example" / "submitted" / student})
     return course / "feedback" / student / "attention" / "attention.html"
 
 
@@ -419,3 +428,241 @@ def test_dashboard_shows_every_figure_and_links_each_student(feedback_page, scre
             assert dialogs == []
         finally:
             browser.close()
+
+
+def offline_context(p, fetched, allow=("file:",)):
+    """A Chromium browser and context (headless, Debian's binary) with the network cut:
+    every request for a URL that does not start with one of ``allow`` is aborted, and every
+    URL asked for is appended to ``fetched``."""
+    browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def route(request_route):
+        fetched.append(request_route.request.url)
+        if request_route.request.url.startswith(allow):
+            request_route.continue_()
+        else:
+            request_route.abort()
+
+    context.route("**/*", route)
+    return browser, context
+
+
+def test_feedback_renders_its_formulas_offline_wherever_it_is_opened(feedback_page, tmp_path,
+                                                                     screenshots):
+    """The page as a student gets it from ``nbgrader fetch_feedback`` (the file alone, in
+    their own ``attention/feedback/<time>/``), opened with the network cut: nothing is
+    fetched (no MathJax, no CDN), every formula of the markdown is MathML laid out by the
+    browser (a fraction is ``display: block math`` with a height), and no ``$`` delimiter
+    is left in the rendered text of any markdown cell."""
+    fetched_copy = tmp_path / "student_home" / "attention" / "feedback" / \
+        "2026-03-14 16:59:00.000000 UTC" / "attention.html"
+    fetched_copy.parent.mkdir(parents=True)
+    shutil.copy(feedback_page, fetched_copy)
+    fetched = []
+    with sync_api.sync_playwright() as p:
+        browser, context = offline_context(p, fetched)
+        try:
+            page = context.new_page()
+            page.goto(fetched_copy.as_uri())
+            page.wait_for_load_state("load")
+            found = page.evaluate("""() => {
+                const cells = Array.from(document.querySelectorAll('.text_cell_render'));
+                const maths = Array.from(document.querySelectorAll('math'));
+                const frac = document.querySelector('math mfrac');
+                return {
+                    cells: cells.length,
+                    dollars: cells.map(c => c.innerText).filter(t => t.includes('$'))
+                                  .map(t => t.slice(0, 120)),
+                    maths: maths.length,
+                    mathml: maths.every(m => m.namespaceURI === 'http://www.w3.org/1998/Math/MathML'),
+                    drawn: maths.filter(m => m.getBoundingClientRect().width > 0).length,
+                    fracDisplay: getComputedStyle(frac).display,
+                    fracHeight: frac.getBoundingClientRect().height,
+                    scripts: document.scripts.length,
+                };
+            }""")
+            block = page.locator("math[display=block]").nth(3)
+            block.scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshots / "07_feedback_formulas_offline.png"))
+        finally:
+            browser.close()
+    assert fetched == [fetched_copy.as_uri()], fetched
+    assert found["cells"] > 20 and found["dollars"] == [], found
+    assert found["maths"] > 100 and found["mathml"], found
+    assert found["drawn"] == found["maths"], found
+    assert found["fracDisplay"] == "block math" and found["fracHeight"] > 20, found
+    assert found["scripts"] == 0, found
+
+
+# A student's markup, each piece trying to run a script in the page that shows it: each
+# appends its own mark to ``document.title`` (``|<mark>``) when it runs.
+HOSTILE_MARKDOWN = """\
+## My notes <script>document.title+='|script'</script>
+
+<img src=x onerror="document.title+='|img'"> <svg onload="document.title+='|svg'"></svg>
+
+<iframe srcdoc="<script>parent.document.title+='|srcdoc'</script>"></iframe>
+<iframe src="javascript:parent.document.title+='|iframe'"></iframe>
+<object data="javascript:document.title+='|object'"></object>
+
+<details open ontoggle="document.title+='|details'"><summary>more</summary>hidden</details>
+
+<math><mtext><img src=x onerror="document.title+='|mathimg'"></mtext></math>
+
+[plain](javascript:document.title+='|link') [entity](&#106;avascript:document.title+='|entity')
+[split](<java\tscript:document.title+='|tab'>) <a href="jAvAsCrIpT:document.title+='|a'">a</a>
+[data](data:text/html,<script>document.title+='|data'</script>)
+
+Formulas of mine: $\\href{javascript:document.title+='|href'}{x}$ and
+$\\text{<img src=x onerror=document.title+='|tex'>}$ and $\\frac{1}{\\sqrt{d_k}}$.
+
+<form action="javascript:document.title+='|form'"><button>send</button></form>
+<meta http-equiv="refresh" content="0;url=javascript:document.title+='|meta'">
+"""
+HOSTILE_CODE = """\
+from IPython.display import HTML, Javascript, Markdown, display
+display(HTML("<img src=x onerror=\\"document.title+='|outhtml'\\">"))
+display(Markdown("<img src=x onerror=\\"document.title+='|outmd'\\">"))
+display(Javascript("document.title+='|outjs'"))
+display({'image/svg+xml': "<svg onload=\\"document.title+='|outsvg'\\"></svg>"}, raw=True)
+"""
+# What a page may point at: its own file and anchors, the web, mail, an embedded image.
+SAFE_URL_CHECK = """() => {
+    const bad = [];
+    for (const el of document.querySelectorAll('[href], [src], [action], [data], [formaction], [srcdoc]')) {
+        if (el.hasAttribute('srcdoc')) { bad.push(el.outerHTML.slice(0, 120)); continue; }
+        for (const name of ['href', 'src', 'action', 'data', 'formaction']) {
+            const value = el.getAttribute(name);
+            if (value === null) continue;
+            let protocol;
+            try { protocol = new URL(value, document.baseURI).protocol; } catch (e) { continue; }
+            const image = el.tagName.toLowerCase() === 'img' && name === 'src';
+            if (!['http:', 'https:', 'mailto:', 'file:'].includes(protocol) &&
+                    !(image && protocol === 'data:'))
+                bad.push(el.tagName + ' ' + name + '=' + value.slice(0, 80));
+        }
+    }
+    return bad;
+}"""
+
+
+@pytest.fixture(scope="module")
+def markup_course(tmp_path_factory):
+    """A course whose one student, ``student_markup``, handed in the example class's correct
+    notebook with a markdown cell of ``HOSTILE_MARKDOWN`` and a code cell of
+    ``HOSTILE_CODE`` after its introduction, autograded and given feedback by nbgrader
+    (``grade_course``)."""
+    folder = tmp_path_factory.mktemp("markup") / "handed_in"
+    shutil.copytree(ROOT / "example" / "submitted" / "student_correct", folder)
+    notebook = folder / "attention" / NOTEBOOK
+    nb = nbformat.read(str(notebook), as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    nb.cells.insert(3, nbformat.v4.new_code_cell(HOSTILE_CODE))
+    nbformat.write(nb, str(notebook))
+    return grade_course(folder.parent / "course", {"student_markup": folder})
+
+
+def open_and_collect(page, url):
+    """Open ``url`` in ``page``, give every handler a moment to fire, and return what ran:
+    the marks added to the title, the dialogs, the unsafe URLs left in the page, and the
+    rendered text of the student's markdown cell."""
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    page.wait_for_load_state("load")
+    details = page.locator("details")
+    if details.count():
+        details.first.evaluate("d => { d.open = !d.open; d.open = !d.open; }")
+    page.wait_for_timeout(1500)
+    notes = page.locator(".text_cell_render", has_text="My notes")
+    return {"title": page.title(), "dialogs": dialogs, "unsafe": page.evaluate(SAFE_URL_CHECK),
+            "notes": notes.first.inner_text() if notes.count() else None,
+            "maths": page.locator(".text_cell_render", has_text="My notes").locator("math").count()}
+
+
+def test_a_students_markup_runs_nothing_in_the_feedback_page(markup_course, screenshots):
+    """The feedback page of ``student_markup`` opened from disk: none of the student's
+    markup ran (no mark in the title, no dialog), no link, frame or form of theirs points at
+    a script, their words are shown (as text where they held a tag) and their own
+    formula is drawn."""
+    page_path = markup_course / "feedback" / "student_markup" / "attention" / "attention.html"
+    fetched = []
+    with sync_api.sync_playwright() as p:
+        browser, context = offline_context(p, fetched)
+        try:
+            page = context.new_page()
+            seen = open_and_collect(page, page_path.as_uri())
+            page.locator(".text_cell_render", has_text="My notes").first \
+                .scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshots / "08_feedback_student_markup.png"))
+        finally:
+            browser.close()
+    assert "|" not in seen["title"] and seen["dialogs"] == [], seen
+    assert seen["unsafe"] == [], seen
+    assert seen["notes"] is not None and "<script>" in seen["notes"], seen  # shown as text
+    assert seen["maths"] >= 1, seen
+    assert fetched == [page_path.as_uri()], fetched
+
+
+def test_a_students_markup_runs_nothing_in_formgrader(markup_course, tmp_path, screenshots):
+    """The same submission in nbgrader's formgrader, served by a Jupyter server from the
+    course folder (the instructor's view, where a script would act with the instructor's
+    token): none of the student's markup ran, no unsafe URL is in the page, and the
+    student's formula is MathML."""
+    from nbgrader.api import Gradebook
+
+    from grader_tests.batch import alembic_on_path
+
+    alembic_on_path()
+    with Gradebook(f"sqlite:///{markup_course / 'gradebook.db'}", "attention-kit") as gb:
+        submission = gb.find_submission_notebook("attention", "attention", "student_markup").id
+    port, token = free_port(), secrets.token_hex(16)
+    env = child_env()
+    for var, sub in (("JUPYTER_CONFIG_DIR", "jupyter_config"),
+                     ("JUPYTER_RUNTIME_DIR", "jupyter_runtime")):
+        env[var] = str(tmp_path / sub)
+        (tmp_path / sub).mkdir()
+    env.pop("JUPYTER_TOKEN", None)
+    log_path = tmp_path / "jupyter_server.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_server", "--no-browser",
+             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+             "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+             "--ServerApp.allow_root=True", f"--ServerApp.root_dir={markup_course}"],
+            cwd=markup_course, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            url = f"{base}/formgrader/submissions/{submission}?token={token}"
+            deadline = time.monotonic() + SERVER_START
+            while True:
+                assert server.poll() is None, log_path.read_text()[-3000:]
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as r:
+                        assert r.status == 200
+                    break
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    assert time.monotonic() < deadline, log_path.read_text()[-3000:]
+                    time.sleep(0.5)
+            with sync_api.sync_playwright() as p:
+                browser, context = offline_context(p, [], allow=(base + "/",))
+                try:
+                    page = context.new_page()
+                    seen = open_and_collect(page, url)
+                    page.locator(".text_cell_render", has_text="My notes").first \
+                        .scroll_into_view_if_needed()
+                    page.screenshot(path=str(screenshots / "09_formgrader_student_markup.png"))
+                finally:
+                    browser.close()
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(timeout=20)
+    assert "|" not in seen["title"] and seen["dialogs"] == [], seen
+    assert seen["unsafe"] == [], seen
+    assert seen["notes"] is not None and "My notes" in seen["notes"], seen
+    assert seen["maths"] >= 1, seen

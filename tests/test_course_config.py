@@ -1,5 +1,5 @@
 """The parts of ``nbgrader_config.py`` that need no kernel: the late policy, the feedback
-preprocessors' options, the feedback exporter's MathJax; quick (no nbgrader run)."""
+preprocessors' options, the markdown filter and feedback template; quick (no nbgrader run)."""
 
 import logging
 from pathlib import Path
@@ -45,16 +45,23 @@ def test_the_feedback_preprocessors_take_the_exporters_options_without_a_warning
     assert len(kit) == 2, kit  # the two of the kit: DropHiddenTestMarkers, SanitizeStudentMarkdown
 
 
-def test_only_the_feedback_exporter_loads_mathjax_from_the_installed_copy(config):
-    """``generate_feedback``'s exporter (section ``GenerateFeedback.HTMLExporter``) gets a
-    file URL of an installed MathJax and the kit's template file; any other HTMLExporter
-    (formgrader's) keeps nbconvert's defaults."""
-    feedback = config.GenerateFeedback.HTMLExporter
-    url = feedback.mathjax_url
-    assert url.startswith("file://") and Path(url.split("?")[0][len("file://"):]).is_file()
-    assert "config=TeX-" in url
-    folders = [Path(d) for d in feedback.extra_template_basedirs]
-    assert (folders[0] / "feedback" / feedback.template_file).is_file()
-    assert (folders[1] / "feedback" / "index.html.j2").is_file()  # nbgrader's, extended
+def test_markdown_is_rendered_by_the_kits_filter_and_the_feedback_loads_no_mathjax(config):
+    """Every HTMLExporter nbgrader makes (the feedback page's, formgrader's) renders
+    markdown with the kit's filter (formulas as MathML, a student's HTML cleaned);
+    ``generate_feedback``'s exporter (section ``GenerateFeedback.HTMLExporter``) uses the
+    kit's template file, which leaves nbgrader's MathJax out; any other keeps its own."""
+    from grader_tests.feedback import markdown_to_html
+
     plain = HTMLExporter(config=config)
-    assert plain.template_file == "index.html.j2" and not plain.mathjax_url.startswith("file:")
+    filters = dict(plain.default_filters())
+    filters.update(plain.filters)
+    assert filters["markdown2html"] == "grader_tests.feedback.markdown_to_html"
+    environment = plain.environment
+    assert environment.filters["markdown2html"] is markdown_to_html
+    feedback = config.GenerateFeedback.HTMLExporter
+    folders = [Path(d) for d in feedback.extra_template_basedirs]
+    template = folders[0] / "feedback" / feedback.template_file
+    assert template.is_file() and 'replace(mathjax(), "")' in template.read_text()
+    assert (folders[1] / "feedback" / "index.html.j2").is_file()  # nbgrader's, extended
+    assert plain.template_file == "index.html.j2"
+    assert "mathjax_url" not in feedback and "mathjax_url" not in config.HTMLExporter

@@ -4,9 +4,10 @@ leaves the instructor's course at the repository root as it was.
 * ``example/nbgrader_config.py`` loads the kit's configuration and gives the example class
   its own course id, root and gradebook, with the kit's own ``source/`` and ``release/``;
 * in a copy of the kit whose instructor's course holds a real student (autograded), a
-  manual grade given through nbgrader's gradebook API and a due date, the demo runs twice:
-  the student's files, the manual grade and the due date are still there, the instructor's
-  gradebook never hears of the example students, and the demo prints its table each time;
+  manual grade given through nbgrader's gradebook API and a due date, ``make demo`` runs
+  twice (the README's command, in the copy, with this virtual environment): the student's
+  files, the manual grade and the due date are still there, the instructor's gradebook
+  never hears of the example students, and the demo prints its table each time;
 * nbgrader's autograde of a notebook whose locked cells are as released logs no checksum
   warning (the hidden-test cells no longer raise a false one), while a student's change
   to a locked cell is still reported.
@@ -14,6 +15,7 @@ leaves the instructor's course at the repository root as it was.
 
 import hashlib
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +78,11 @@ def instructors_kit(tmp_path_factory):
     and ``TAMPERER``, autograded, then a manual grade for ``REAL`` and a due date:
     ``(kit folder, autograde log)``."""
     kit = copy_kit(tmp_path_factory.mktemp("kit"), EXAMPLE_STUDENTS)
+    # what `make demo` runs there: the Makefile and the tools (with this virtual environment)
+    shutil.copy(ROOT / "Makefile", kit / "Makefile")
+    shutil.copy(ROOT / "pyproject.toml", kit / "pyproject.toml")
+    shutil.copytree(ROOT / "tools", kit / "tools",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     handed_in = EXAMPLE / "submitted" / "student_mask_after_softmax" / "attention" / \
         "attention.ipynb"
     for student in (REAL, TAMPERER):
@@ -114,10 +121,16 @@ def test_the_demo_twice_leaves_the_instructors_course_as_it_was(instructors_kit)
     assert before["manual_score"] == 7.5 and before["students"] == [REAL, TAMPERER]
     submitted, autograded = tree_digest(kit / "submitted"), tree_digest(kit / "autograded")
     for run in (1, 2):
-        done = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(kit / "example")],
-                              cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+        # `make demo` in the copy, with this virtual environment (VENV; the jail admits the
+        # environment's own path only), which `-o` keeps make from reinstalling for the
+        # copy's newer pyproject.toml
+        venv = Path(sys.prefix)
+        done = subprocess.run(["make", f"VENV={venv}", "-o", f"{venv}/installed.stamp", "demo"],
+                              cwd=kit,
+                              env=child_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=1200, check=False)
         assert done.returncode == 0, done.stdout[-5000:]
+        assert f"demo: course directory {kit / 'example'}" in done.stdout, done.stdout[:2000]
         assert got_line(done.stdout, "student_correct") == "student_correct 100.00 / 100 -"
         assert got_line(done.stdout, "student_heads_merged_wrong") == (
             "student_heads_merged_wrong 88.20 / 100 late 3 h 0 min: 98.00 - 9.80 late penalty")

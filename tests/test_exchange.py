@@ -326,3 +326,53 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     assert stat.S_IMODE((outbound / "training.ipynb").stat().st_mode) == 0o644
     inbound = exchange / "course-training-ada" / "inbound"
     assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733
+
+
+def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebook(tmp_path):
+    """``python tools/unlock_training.py`` with no option, run from a copy of ``example/``:
+    the gradebook, course id, release folder (the kit's ``release/training``, which
+    ``example/nbgrader_config.py`` names) and exchange are the example class's, and nothing
+    is written in the instructor's course beside it."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+
+    from grader_tests.batch import alembic_on_path
+
+    alembic_on_path()
+    kit = tmp_path / "kit"
+    shutil.copytree(ROOT_PATH / "release" / "training", kit / "release" / "training")
+    shutil.copy(ROOT_PATH / "nbgrader_config.py", kit / "nbgrader_config.py")
+    example = kit / "example"
+    example.mkdir()
+    shutil.copy(ROOT_PATH / "example" / "nbgrader_config.py", example / "nbgrader_config.py")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Gradebook(f"sqlite:///{example / 'gradebook.db'}", "attention-kit-example") as gb:
+            gb.add_assignment("attention")
+            gb.add_notebook("attention", "attention")
+            gb.add_grade_cell("part_a", "attention", "attention", max_score=100,
+                              cell_type="code")
+            for student, score in (("ada", 100), ("bo", 90)):
+                gb.add_student(student)
+                gb.add_submission("attention", student)
+                grade = gb.find_grade("part_a", "attention", "attention", student)
+                grade.auto_score, grade.needs_manual_grade = score, False
+            gb.db.commit()
+    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py")],
+                          cwd=example, env=kit_env(), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"release: {kit / 'release' / 'training'}; exchange: {example / 'exchange'}" in \
+        done.stdout, done.stdout
+    assert "unlocked now (1)" in done.stdout and "attention scored 90 / 100, needs 100" in \
+        done.stdout, done.stdout
+    released = kit / "release" / "training" / "training.ipynb"
+    outbound = example / "exchange" / "attention-kit-example-training-ada" / "outbound" / \
+        "training" / "training.ipynb"
+    assert outbound.read_bytes() == released.read_bytes()
+    assert (example / "unlocked" / "ada" / "training" / "training.ipynb").read_bytes() == \
+        released.read_bytes()
+    assert sorted(p.name for p in (example / "exchange").iterdir()) == \
+        ["attention-kit-example-training-ada"]
+    assert sorted(p.name for p in kit.iterdir()) == ["example", "nbgrader_config.py", "release"]

@@ -1,6 +1,8 @@
 """The feedback page nbgrader writes, finished by the kit: summary links named by part,
 report lines wrapped (grader_tests/feedback.py). The page in a browser: test_browser.py."""
 
+import re
+
 from grader_tests.core import REPORT_WIDTH, CheckResult, FunctionResult, format_result
 from grader_tests.feedback import MARK, finish_feedback_pages, finish_page
 
@@ -57,3 +59,48 @@ def test_a_students_markdown_is_shown_as_text_where_it_holds_html():
     mine = out.cells[1].source
     assert "<script" not in mine and "&lt;script&gt;" in mine and "**mine**" in mine
     assert "\n> a quote" in mine and "javascript:" not in mine.lower()
+
+
+def render_markdown(source, locked=False):
+    """``source`` as the kit's markdown filter renders it in a template, for a cell of the
+    release (``locked``) or one a student could write."""
+    import jinja2
+
+    from grader_tests.feedback import markdown_to_html
+
+    environment = jinja2.Environment(autoescape=False)
+    environment.filters["markdown2html"] = markdown_to_html
+    cell = {"cell_type": "markdown", "source": source,
+            "metadata": {"nbgrader": {"locked": True, "grade_id": "intro"}} if locked else {}}
+    return environment.from_string("{{ cell.source | markdown2html }}").render(cell=cell)
+
+
+def test_formulas_become_mathml_and_unreadable_tex_stays_as_written():
+    page = render_markdown("Scale by $\\frac{1}{\\sqrt{d_k}}$:\n\n"
+                           "$$\\operatorname{softmax}(x)_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$\n\n"
+                           "and $\\style{x}$.", locked=True)
+    assert page.count("<math") == 2 and 'display="block"' in page and "<msqrt>" in page
+    assert "$\\frac" not in page and "$$" not in page
+    assert "$\\style{x}$" in page  # latex2mathml cannot read it: shown as written
+
+
+def test_tex_carries_no_link_or_tag_into_the_mathml():
+    from grader_tests.feedback import tex_to_mathml
+
+    mathml = tex_to_mathml("\\href{javascript:alert(1)}{x} + \\text{<img src=x onerror=y>}")
+    assert mathml is not None and mathml.startswith("<math")
+    assert "javascript" not in mathml and "href" not in mathml
+    assert "<img" not in mathml and "&lt;img" in mathml
+
+
+def test_a_students_cell_keeps_its_markdown_and_loses_its_scripts():
+    page = render_markdown("**mine** <img src=x onerror=y> <b>bold</b>\n\n"
+                           "[a](javascript:x) [b](&#106;avascript:x) [c](<java\tscript:x>) "
+                           "[d](data:text/html,x) [e](https://example.org/) $a<b$")
+    assert "<strong>mine</strong>" in page and "<b>bold</b>" in page
+    assert "onerror" not in page and '<img src="x">' in page  # an image, without its handler
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == ["#harmful-link"] * 4 + ["https://example.org/"], hrefs
+    assert "<math" in page
+    own = render_markdown("<img src=figure.png> <b>given</b>", locked=True)
+    assert '<img src="figure.png"' in own or "<img src=figure.png>" in own  # the release's own

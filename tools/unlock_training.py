@@ -41,10 +41,12 @@ Usage, from the course root (the repository root)::
     python tools/unlock_training.py --no-exchange              # unlocked/ only
     python tools/unlock_training.py --collect                  # collect their submissions
 
-The gradebook URL, the course root, the course id and the exchange come from
-``nbgrader_config.py`` (``CourseDirectory.db_url``, ``CourseDirectory.root``,
-``CourseDirectory.course_id``, ``Exchange.root``) unless ``--db`` / ``--root`` /
-``--exchange`` are given; with ``--root``, the exchange is the one that folder's
+The gradebook URL, the course root, the course id, the release folder and the exchange
+come from ``nbgrader_config.py`` (``CourseDirectory.db_url``, ``CourseDirectory.root``,
+``CourseDirectory.course_id``, ``CourseDirectory.release_directory``, ``Exchange.root``)
+unless ``--db`` / ``--root`` / ``--release`` / ``--exchange`` are given: run from
+``example/``, it releases the kit's ``release/training/`` to the example class through
+``example/exchange/`` and into ``example/unlocked/``; with ``--root``, the exchange is the one that folder's
 ``nbgrader_config.py`` sets (none: ``unlocked/`` only). The exit
 status is 0 when the command ran (whoever was unlocked), 2 when the gradebook or the
 release folder cannot be used.
@@ -83,6 +85,16 @@ def course_settings(config_dir):
     may be None)."""
     course = course_config(str(config_dir))
     return course.get("db_url"), course.get("root"), course.get("course_id")
+
+
+def release_folder(root: Path, config_dir: str | Path) -> Path:
+    """The released `training` folder of the course at ``root``:
+    ``<root>/<CourseDirectory.release_directory>/training``, the release folder that
+    ``nbgrader_config.py`` in ``config_dir`` names (``release`` by default; an absolute path
+    as it is, as the example class's ``example/nbgrader_config.py`` gives the kit's own
+    ``release/``)."""
+    release = course_config(str(config_dir)).get("release_directory") or "release"
+    return Path(root) / release / ASSIGNMENT
 
 
 def exchange_root(config_dir: str | Path) -> str | None:
@@ -416,7 +428,9 @@ def main(argv=None):
                                      "nbgrader_config.py)")
     parser.add_argument("--root", help="course root (default: CourseDirectory.root of "
                                        "nbgrader_config.py, else the current directory)")
-    parser.add_argument("--release", help="folder to hand out (default: ROOT/release/training)")
+    parser.add_argument("--release", help="folder to hand out (default: ROOT/release/training, "
+                                          "or CourseDirectory.release_directory of "
+                                          "nbgrader_config.py)")
     parser.add_argument("--unlocked", help="output folder (default: ROOT/unlocked)")
     parser.add_argument("--exchange", help="nbgrader exchange root (default: Exchange.root of "
                                            "nbgrader_config.py)")
@@ -457,7 +471,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(_("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
                 "sets CourseDirectory.db_url"), file=sys.stderr)
         return 2
-    release_dir = Path(args.release) if args.release else root / "release" / ASSIGNMENT
+    release_dir = Path(args.release) if args.release else \
+        release_folder(root, args.root if args.root else os.getcwd())
     unlocked_dir = Path(args.unlocked) if args.unlocked else root / "unlocked"
 
     if args.collect:
