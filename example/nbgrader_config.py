@@ -31,3 +31,7 @@ c.CourseDirectory.release_directory = os.path.join(KIT, "release")
 # Its own exchange (git-ignored): releasing `training` to the example students, as the demo
 # does, never reaches the instructor's exchange.
 c.Exchange.root = os.path.join(HERE, "exchange")
+# The language of the example class: the kit's (its source and release folders are the
+# kit's, built in the language of ../nbgrader_config.py), stated here for the messages that
+# are the example course's own. Keep the two equal.
+c.AttentionKit.language = "en"
