@@ -107,7 +107,7 @@ class _NoDocstring(ast.NodeTransformer):
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
             node.body = body[1:]
-        return node
+        return self.generic_visit(node)
 
 
 class _NoWords(_NoDocstring):
