@@ -147,9 +147,21 @@ def constants(wanted: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def attention_fingerprints():
-    """SHA-256 of the setup and visible-test cells of the attention notebook, by grade id."""
-    notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
+def attention_fingerprints(language: str | None = None) -> dict[str, str]:
+    """SHA-256 of the setup and visible-test cells of the attention notebook in ``language``,
+    by grade id: the committed ``source/attention/attention.ipynb`` for the course's
+    language (None), the attention notebook built in memory for another one (its cells'
+    comments and docstrings are that language's).
+
+    Raises:
+        ValueError: if a cell is missing, or the attention document cannot be built.
+    """
+    if language is None or language == course_language(ROOT):
+        notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
+    else:
+        from tools import build_notebooks
+
+        notebook = json.loads(build_notebooks.render(language).decode("utf-8"))
     cells = {}
     for cell in notebook["cells"]:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -164,9 +176,10 @@ def attention_fingerprints():
             for w in wanted}
 
 
-def gate_source():
-    """The gate cell: the template with the function names and fingerprints filled in."""
-    hashes = attention_fingerprints()
+def gate_source(language: str | None = None) -> str:
+    """The gate cell: the template with the function names and the fingerprints of the
+    attention notebook in ``language`` (the course's when None) filled in."""
+    hashes = attention_fingerprints(language)
     body = "{\n" + "".join(f'    "{k}": "{v}",\n' for k, v in hashes.items()) + "}"
     names = "(\n" + "".join(f'    "{n}",\n' for n in ATTENTION_FUNCTIONS) + ")"
     text = GATE_TEMPLATE.replace("__FUNCTIONS__", names).replace("__HASHES__", body).replace(
@@ -416,7 +429,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
         raise ValueError(f"{shown}: its graded functions {graded_names(document)} are not "
                          f"GRADED, {list(GRADED)}, in that order")
     nb = notebook_from_document(document, {
-        "gate": lambda _: gate_source(),
+        "gate": lambda _: gate_source(language),
         "points_table": lambda _: points_table(language),
         "points": lambda name: points_label(POINTS_TRAINING[name], language),
         "constants": lambda args: constants(name_list(args)),
