@@ -336,3 +336,16 @@ def test_the_example_class_in_italian_gets_the_expected_scores_and_faults(italia
     graded = nbformat.read(str(example / "autograded" / "student_correct" / "attention"
                                / "attention.ipynb"), 4)
     assert graded.cells[0].source.startswith("# Compito `attention`")
+
+
+@pytest.mark.parametrize("language", ["en", "it"])
+def test_the_training_gate_holds_the_digests_of_the_attention_notebook_of_its_language(
+        built, language):
+    import hashlib
+
+    attention, training = (built[name][language == "it"] for name in ("attention", "training"))
+    gate = training.cells[0].source
+    for grade_id in ("setup", "softmax_visible_test", "kv_cache_bytes_visible_test"):
+        cell = next(c for c in attention.cells if c.id == grade_id)
+        digest = hashlib.sha256(cell.source.strip().encode("utf-8")).hexdigest()
+        assert f'"{grade_id}": "{digest}"' in gate, grade_id

@@ -102,7 +102,7 @@ def _shown(path: Path) -> str:
 class _NoDocstring(ast.NodeTransformer):
     """Drops the docstring a cell starts with."""
 
-    def visit_Module(self, node: ast.Module) -> ast.Module:
+    def visit_Module(self, node: ast.Module) -> ast.AST:
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
