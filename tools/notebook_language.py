@@ -12,7 +12,10 @@ exactly the English document's cells (``notebooks/README.md``). What may differ 
 the two is the teaching text: the markdown cells, the comments and docstrings, and the
 strings that the given code cells print (table headers, labels). Everything nbgrader and
 the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and tags,
-the placeholders, and the code of the solution, visible-test and graded cells. A
+the placeholders, and the whole text of the setup, solution, visible-test and graded cells
+(byte for byte: the training gate's digests of the attention notebook's setup and visible
+tests, and the graders' reading of the cells the kit hands out, are then the same in
+every language). A
 translated document that is missing a cell, has one more, or changes any of these stops
 the build with a message naming the document and the cell (``check_same_structure``): an
 Italian notebook never silently keeps English text, nor differs in what is graded.
@@ -157,10 +160,10 @@ def check_same_structure(english: Path, translated: Path) -> None:
     changed.
 
     Same: the cells' ids (grade ids), in order; their types; their metadata (nbgrader's,
-    points and tags included); the placeholders of each cell, in order; the code of every
-    solution, visible-test and graded cell (comments and the opening docstring aside); the
-    code of every other code cell with the text of its strings aside (a printed label may
-    be translated, not what is computed).
+    points and tags included); the placeholders of each cell, in order; the whole text of
+    the setup cell and of every solution, visible-test and graded cell; the code of every
+    other code cell with its comments, docstrings and the text of its strings aside (a
+    printed label may be translated, not what is computed).
 
     Raises:
         ValueError: naming the translated document and the first cell that differs, or the
@@ -197,19 +200,21 @@ def check_same_structure(english: Path, translated: Path) -> None:
         if a["type"] != "code":
             continue
         tags = a["meta"].get("tags") or []
-        graded_code = (a["nbgrader"].get("solution") or a["nbgrader"].get("grade")
-                       or "visible-test" in tags)
+        if a["nbgrader"].get("solution") or a["nbgrader"].get("grade") \
+                or "visible-test" in tags or "setup" in tags:
+            if a["source"] != b["source"]:
+                raise ValueError(f"{where}: its text differs from {_shown(english)}'s (a "
+                                 "setup, solution, visible-test or graded cell is the same "
+                                 "in every language, comments included)")
+            continue
         try:
-            same = code_shape(a["source"], not graded_code) == \
-                code_shape(b["source"], not graded_code)
+            same = code_shape(a["source"], True) == code_shape(b["source"], True)
         except SyntaxError as exc:
             raise ValueError(f"{where}: not Python ({exc})") from exc
         if not same:
-            what = ("its code differs (only comments and the opening docstring may be "
-                    "translated in a solution, visible-test or graded cell)" if graded_code
-                    else "its code differs (only comments, docstrings and the text of "
-                         "strings may be translated in a given cell)")
-            raise ValueError(f"{where}: {what} from {_shown(english)}'s")
+            raise ValueError(f"{where}: its code differs from {_shown(english)}'s (only "
+                             "comments, docstrings and the text of strings may be "
+                             "translated in a given cell)")
 
 
 def checked_document(assignment: str, language: str) -> Path:

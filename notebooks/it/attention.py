@@ -110,7 +110,7 @@
 # {{ points_table }}
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false} tags=["setup"]
-"""Setup: gli import e le funzioni di supporto usate dai test. Esegui per prima questa cella."""
+"""Setup: imports and the helpers used by the tests. Run this cell first."""
 import contextlib
 import dis
 import io
@@ -245,7 +245,7 @@ def show(figure):
 # {{ solution: softmax }}
 
 # %% nbgrader={"grade": false, "grade_id": "softmax_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di softmax: un esempio svolto, punteggi enormi, voci -inf, l'asse, il dtype."""
+"""Visible checks of softmax: a worked example, huge scores, -inf entries, the axis, the dtype."""
 with visible_checks("softmax", 5):
     p = softmax(np.array([0.0, math.log(3.0)]))
     assert np.shape(p) == (2,), f"softmax of 2 scores must return 2 weights (shape (2,)), got shape {np.shape(p)}"
@@ -289,7 +289,7 @@ with visible_checks("softmax", 5):
 print("softmax: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "softmax_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di softmax girano quando il notebook viene corretto.
+# Hidden checks of softmax run when your notebook is graded.
 problem = before_grading("softmax", np.zeros((2, 3)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -319,7 +319,7 @@ grade("softmax", globals())
 # {{ solution: causal_mask }}
 
 # %% nbgrader={"grade": false, "grade_id": "causal_mask_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di causal_mask: dtype, forma e il triangolo inferiore."""
+"""Visible checks of causal_mask: dtype, shape and the lower triangle."""
 with visible_checks("causal_mask", 5):
     m = causal_mask(3)
     expected = np.array([[True, False, False],
@@ -336,7 +336,7 @@ with visible_checks("causal_mask", 5):
 print("causal_mask: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "causal_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di causal_mask girano quando il notebook viene corretto.
+# Hidden checks of causal_mask run when your notebook is graded.
 problem = before_grading("causal_mask", 3)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -366,7 +366,7 @@ grade("causal_mask", globals())
 # {{ solution: padding_mask }}
 
 # %% nbgrader={"grade": false, "grade_id": "padding_mask_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di padding_mask: dtype, forma, lunghezze date come lista o come array."""
+"""Visible checks of padding_mask: dtype, shape, lengths given as a list or an array."""
 with visible_checks("padding_mask", 5):
     m = padding_mask([2, 0, 3], 3)
     expected = np.array([[True, True, False],
@@ -384,7 +384,7 @@ with visible_checks("padding_mask", 5):
 print("padding_mask: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "padding_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di padding_mask girano quando il notebook viene corretto.
+# Hidden checks of padding_mask run when your notebook is graded.
 problem = before_grading("padding_mask", [1, 2], 3)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -411,7 +411,7 @@ grade("padding_mask", globals())
 # {{ solution: combine_masks }}
 
 # %% nbgrader={"grade": false, "grade_id": "combine_masks_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di combine_masks: forma (B, T, T), AND, padding sulle chiavi."""
+"""Visible checks of combine_masks: shape (B, T, T), AND, padding on the keys."""
 with visible_checks("combine_masks", 5):
     causal = np.array([[True, False, False],
                        [True, True, False],
@@ -438,7 +438,7 @@ with visible_checks("combine_masks", 5):
 print("combine_masks: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "combine_masks_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di combine_masks girano quando il notebook viene corretto.
+# Hidden checks of combine_masks run when your notebook is graded.
 problem = before_grading("combine_masks", np.ones((3, 3), bool), np.ones((2, 3), bool))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -497,7 +497,7 @@ grade("combine_masks", globals())
 # {{ solution: scaled_dot_product_attention }}
 
 # %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di scaled_dot_product_attention: un esempio svolto, scala, maschera, assi di batch, dtype."""
+"""Visible checks of scaled_dot_product_attention: a worked example, scale, mask, batch axes, dtype."""
 with visible_checks("scaled_dot_product_attention", 5):
     r = math.log(3.0) / 2
     Q = np.array([[1.0, 1.0, 1.0, 1.0]])                 # (T_q, d_k) = (1, 4)
@@ -561,7 +561,7 @@ with visible_checks("scaled_dot_product_attention", 5):
 print("scaled_dot_product_attention: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "scaled_dot_product_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di scaled_dot_product_attention girano quando il notebook viene corretto.
+# Hidden checks of scaled_dot_product_attention run when your notebook is graded.
 problem = before_grading("scaled_dot_product_attention", np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 2)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -784,7 +784,7 @@ weight_ratio_scaled = math.exp(2.0)      # 7.389
 ### END SOLUTION
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_weight_ratio_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili dell'Esercizio 1: le due risposte sono definite e sono numeri (i valori si controllano alla correzione)."""
+"""Visible checks of Exercise 1: both answers are defined and are numbers (their values are checked when graded)."""
 with visible_checks("exercise_weight_ratio"):
     for name in ("weight_ratio_unscaled", "weight_ratio_scaled"):
         assert name in globals(), f"assign your answer to the variable {name} in the cell above"
@@ -795,7 +795,7 @@ with visible_checks("exercise_weight_ratio"):
     print("exercise_weight_ratio: visible checks passed (the values are checked when graded)")
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_weight_ratio_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di exercise_weight_ratio girano quando il notebook viene corretto.
+# Hidden checks of exercise_weight_ratio run when your notebook is graded.
 problem = before_grading("exercise_weight_ratio", answers=("weight_ratio_unscaled", "weight_ratio_scaled"))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -832,7 +832,7 @@ grade("exercise_weight_ratio", globals())
 # {{ solution: split_heads }}
 
 # %% nbgrader={"grade": false, "grade_id": "split_heads_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di split_heads: forma, quali colonne riceve ogni testa (h = 2, B = 2), ValueError."""
+"""Visible checks of split_heads: shape, which columns each head gets (h = 2, B = 2), ValueError."""
 with visible_checks("split_heads", 5):
     M = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)   # (B, T, d) = (2, 3, 4); M[0, 0] = [0, 1, 2, 3]
     S = split_heads(M, 2)
@@ -856,7 +856,7 @@ with visible_checks("split_heads", 5):
 print("split_heads: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "split_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di split_heads girano quando il notebook viene corretto.
+# Hidden checks of split_heads run when your notebook is graded.
 problem = before_grading("split_heads", np.ones((1, 2, 4)), 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -877,7 +877,7 @@ grade("split_heads", globals())
 # {{ solution: merge_heads }}
 
 # %% nbgrader={"grade": false, "grade_id": "merge_heads_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di merge_heads: forma, dove va ogni testa (h = 2, B = 2), andata e ritorno."""
+"""Visible checks of merge_heads: shape, which head goes where (h = 2, B = 2), the round trip."""
 with visible_checks("merge_heads", 5):
     H = np.arange(2 * 2 * 3 * 2, dtype=np.float64).reshape(2, 2, 3, 2)   # (B, h, T, d_h)
     # H[0, 0, 0] = [0, 1] (head 0 of token 0) and H[0, 1, 0] = [6, 7] (head 1 of token 0)
@@ -898,7 +898,7 @@ with visible_checks("merge_heads", 5):
 print("merge_heads: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "merge_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di merge_heads girano quando il notebook viene corretto.
+# Hidden checks of merge_heads run when your notebook is graded.
 problem = before_grading("merge_heads", np.ones((1, 2, 3, 2)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -932,7 +932,7 @@ grade("merge_heads", globals())
 # {{ solution: multi_head_attention }}
 
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di multi_head_attention: un esempio svolto (pesi uniformi), poi testa per testa (h = 2, B = 2)."""
+"""Visible checks of multi_head_attention: a worked example (uniform weights), then head by head (h = 2, B = 2)."""
 with visible_checks("multi_head_attention", 5):
     B, T, d, h = 2, 3, 4, 2
     X = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # X[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
@@ -978,7 +978,7 @@ with visible_checks("multi_head_attention", 5):
 print("multi_head_attention: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "multi_head_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di multi_head_attention girano quando il notebook viene corretto.
+# Hidden checks of multi_head_attention run when your notebook is graded.
 problem = before_grading("multi_head_attention", np.ones((1, 2, 4)), np.eye(4), np.eye(4), np.eye(4), np.eye(4), 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1053,7 +1053,7 @@ with time_limit(10):
 # {{ solution: sinusoidal_positions }}
 
 # %% nbgrader={"grade": false, "grade_id": "sinusoidal_positions_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di sinusoidal_positions: forma, dtype, un esempio svolto, d dispari."""
+"""Visible checks of sinusoidal_positions: shape, dtype, a worked example, odd d."""
 with visible_checks("sinusoidal_positions", 5):
     PE = sinusoidal_positions(3, 4)
     assert np.shape(PE) == (3, 4), f"sinusoidal_positions(3, 4) must have shape (T, d) = (3, 4), got {np.shape(PE)}"
@@ -1081,7 +1081,7 @@ with visible_checks("sinusoidal_positions", 5):
 print("sinusoidal_positions: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "sinusoidal_positions_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di sinusoidal_positions girano quando il notebook viene corretto.
+# Hidden checks of sinusoidal_positions run when your notebook is graded.
 problem = before_grading("sinusoidal_positions", 3, 4)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1142,7 +1142,7 @@ with time_limit(10):
 # {{ solution: layer_norm_forward }}
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_forward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di layer_norm_forward: un esempio svolto, gamma e beta, assi di batch, float32."""
+"""Visible checks of layer_norm_forward: a worked example, gamma and beta, batch axes, float32."""
 with visible_checks("layer_norm_forward", 5):
     x = np.array([[1.0, 2.0, 3.0, 4.0]])   # mean 2.5, biased variance 1.25
     y, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
@@ -1173,7 +1173,7 @@ with visible_checks("layer_norm_forward", 5):
 print("layer_norm_forward: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di layer_norm_forward girano quando il notebook viene corretto.
+# Hidden checks of layer_norm_forward run when your notebook is graded.
 problem = before_grading("layer_norm_forward", np.ones((2, 4)), np.ones(4), np.zeros(4))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1215,7 +1215,7 @@ grade("layer_norm_forward", globals())
 # {{ solution: layer_norm_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di layer_norm_backward: un esempio svolto, somme su ogni asse iniziale, un controllo del gradiente."""
+"""Visible checks of layer_norm_backward: a worked example, sums over every leading axis, a gradient check."""
 with visible_checks("layer_norm_backward", 5):
     x = np.array([[1.0, 2.0, 3.0, 4.0]])
     xhat = (x - 2.5) / math.sqrt(1.25)                     # mean 2.5, biased variance 1.25
@@ -1261,7 +1261,7 @@ with visible_checks("layer_norm_backward", 5):
 print("layer_norm_backward: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di layer_norm_backward girano quando il notebook viene corretto.
+# Hidden checks of layer_norm_backward run when your notebook is graded.
 problem = before_grading("layer_norm_backward", np.ones((2, 4)), None)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1290,7 +1290,7 @@ grade("layer_norm_backward", globals())
 # {{ solution: attention_forward }}
 
 # %% nbgrader={"grade": false, "grade_id": "attention_forward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di attention_forward: un esempio svolto, poi l'accordo con multi_head_attention (h = 2, B = 2)."""
+"""Visible checks of attention_forward: a worked example, then agreement with multi_head_attention (h = 2, B = 2)."""
 with visible_checks("attention_forward", 5):
     B, T, d, h = 2, 3, 4, 2
     x = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # x[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
@@ -1324,7 +1324,7 @@ with visible_checks("attention_forward", 5):
 print("attention_forward: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "attention_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di attention_forward girano quando il notebook viene corretto.
+# Hidden checks of attention_forward run when your notebook is graded.
 problem = before_grading("attention_forward", np.ones((1, 2, 4)), {}, 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1365,7 +1365,7 @@ grade("attention_forward", globals())
 # {{ solution: attention_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "attention_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di attention_backward: forme e chiavi, db_O, un controllo del gradiente di ogni tensore (h = 2, B = 2)."""
+"""Visible checks of attention_backward: shapes and keys, db_O, a gradient check of every tensor (h = 2, B = 2)."""
 with visible_checks("attention_backward", 5):
     rng = np.random.default_rng(0)
     B, T, d, h = 2, 3, 4, 2
@@ -1415,7 +1415,7 @@ with visible_checks("attention_backward", 5):
 print("attention_backward: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "attention_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di attention_backward girano quando il notebook viene corretto.
+# Hidden checks of attention_backward run when your notebook is graded.
 problem = before_grading("attention_backward", np.ones((1, 2, 4)), None)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1509,7 +1509,7 @@ with time_limit(30):
 # {{ solution: block_param_count }}
 
 # %% nbgrader={"grade": false, "grade_id": "block_param_count_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di block_param_count: la cifra della lezione per d = 64 e un d_ff esplicito."""
+"""Visible checks of block_param_count: the lesson's d = 64 figure and an explicit d_ff."""
 with visible_checks("block_param_count", 5):
     n = block_param_count(64)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
@@ -1524,7 +1524,7 @@ with visible_checks("block_param_count", 5):
 print("block_param_count: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "block_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di block_param_count girano quando il notebook viene corretto.
+# Hidden checks of block_param_count run when your notebook is graded.
 problem = before_grading("block_param_count", 8)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1592,7 +1592,7 @@ with time_limit(10):
 # {{ solution: kv_cache_bytes }}
 
 # %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di kv_cache_bytes: gli esempi della lezione da 2 GiB e 0,0625 GiB."""
+"""Visible checks of kv_cache_bytes: the lesson's 2 GiB and 0.0625 GiB examples."""
 with visible_checks("kv_cache_bytes", 5):
     n = kv_cache_bytes(n_layers=32, n_kv_heads=32, d_head=128, seq_len=4096, batch=1, bytes_per_element=2)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
@@ -1608,7 +1608,7 @@ with visible_checks("kv_cache_bytes", 5):
 print("kv_cache_bytes: visible checks passed")
 
 # %% nbgrader={"grade": true, "grade_id": "kv_cache_bytes_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di kv_cache_bytes girano quando il notebook viene corretto.
+# Hidden checks of kv_cache_bytes run when your notebook is graded.
 problem = before_grading("kv_cache_bytes", 1, 1, 1, 1, 1, 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1650,7 +1650,7 @@ budget_kv_cache_bytes_mqa = 2 * n_layers * 1 * d_head * 8192 * 4 * 2          # 
 ### END SOLUTION
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_decoder_budget_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili dell'Esercizio 2: le cinque risposte sono definite e sono numeri (i valori si controllano alla correzione)."""
+"""Visible checks of Exercise 2: the five answers are defined and are numbers (values are checked when graded)."""
 with visible_checks("exercise_decoder_budget"):
     for name in ("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                  "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"):
@@ -1662,7 +1662,7 @@ with visible_checks("exercise_decoder_budget"):
     print("exercise_decoder_budget: visible checks passed (the values are checked when graded)")
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_decoder_budget_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# I controlli nascosti di exercise_decoder_budget girano quando il notebook viene corretto.
+# Hidden checks of exercise_decoder_budget run when your notebook is graded.
 problem = before_grading("exercise_decoder_budget", answers=("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes", "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1689,5 +1689,5 @@ grade("exercise_decoder_budget", globals())
 #   emerso.
 
 # %% nbgrader={"grade": false, "grade_id": "visible_checks_summary", "locked": true, "schema_version": 3, "solution": false} tags=["summary"]
-"""A che punto sei: i controlli visibili di ogni parte valutata, come sono andati l'ultima volta."""
+"""Where you stand: the visible checks of every graded part, as they last ran."""
 visible_checks_summary()

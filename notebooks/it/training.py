@@ -191,7 +191,7 @@ def numerical_gradient(loss, x, eps=1e-6, indices=None):
 # {{ solution: make_batch }}
 
 # %% nbgrader={"grade": false, "grade_id": "make_batch_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di make_batch: forme e dtype, lo spostamento di uno, SEP, copia e ordinamento, la maschera della loss."""
+"""Visible checks of make_batch: shapes and dtypes, the shift by one, SEP, copy and sort, the loss mask."""
 require_gate()
 with visible_checks("make_batch", 10):
     inputs, targets, loss_mask = make_batch("sort", 3, 4, np.random.default_rng(0))
@@ -253,7 +253,7 @@ grade("make_batch", globals())
 # {{ solution: model_param_count }}
 
 # %% nbgrader={"grade": false, "grade_id": "model_param_count_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di model_param_count: i 27.253 della lezione, e un conteggio dei tensori di init_params."""
+"""Visible checks of model_param_count: the lesson's 27,253, and a count of init_params' tensors."""
 require_gate()
 with visible_checks("model_param_count", 10):
     n = model_param_count(21, 32, 2, 13, 128)
@@ -338,7 +338,7 @@ require_gate()
 # {{ solution: masked_cross_entropy }}
 
 # %% nbgrader={"grade": false, "grade_id": "masked_cross_entropy_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di masked_cross_entropy: un esempio svolto, la maschera, il gradiente con le differenze centrali."""
+"""Visible checks of masked_cross_entropy: a worked example, the mask, the gradient by central differences."""
 require_gate()
 with visible_checks("masked_cross_entropy", 10):
     logits = np.zeros((1, 2, 4))                     # every position: uniform over V = 4 tokens
@@ -407,7 +407,7 @@ grade("masked_cross_entropy", globals())
 # {{ solution: block_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "block_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di block_backward: ogni gradiente di un blocco pre-LN e di uno post-LN contro le differenze centrali."""
+"""Visible checks of block_backward: every gradient of a pre-LN and a post-LN block against central differences."""
 require_gate()
 with visible_checks("block_backward", 120):
     ops = current_ops()
@@ -556,7 +556,7 @@ require_gate()
 # {{ solution: adam_step }}
 
 # %% nbgrader={"grade": false, "grade_id": "adam_step_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di adam_step: due passi calcolati a mano."""
+"""Visible checks of adam_step: two steps computed by hand."""
 require_gate()
 with visible_checks("adam_step", 10):
     params, state = {"w": np.array([1.0])}, adam_init({"w": np.array([1.0])})
@@ -619,7 +619,7 @@ require_gate()
 # {{ solution: greedy_generate }}
 
 # %% nbgrader={"grade": false, "grade_id": "greedy_generate_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di greedy_generate: forme, prompt lasciati intatti, e gli stessi token del decoder dato con cache chiave-valore."""
+"""Visible checks of greedy_generate: shapes, prompts left untouched, and the same tokens as the given KV-cache decoder."""
 require_gate()
 with visible_checks("greedy_generate", 60):
     ops = current_ops()
@@ -757,7 +757,7 @@ else:
 # {{ solution: answer_accuracy }}
 
 # %% nbgrader={"grade": false, "grade_id": "answer_accuracy_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Controlli visibili di answer_accuracy: un esempio svolto."""
+"""Visible checks of answer_accuracy: a worked example."""
 require_gate()
 with visible_checks("answer_accuracy", 10):
     token_acc, seq_acc = answer_accuracy(np.array([[1, 2, 3], [1, 2, 4]]), np.array([[1, 2, 3], [1, 2, 3]]))
