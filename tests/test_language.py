@@ -329,7 +329,14 @@ def test_the_example_class_in_italian_gets_the_expected_scores_and_faults(italia
                           cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout[-5000:]
-    results = json.loads((example / "class_summary.json").read_text())["results"]
+    summary = json.loads((example / "class_summary.json").read_text())
+    results = summary["results"]
+    # nothing flagged for review: the Italian cells the kit hands out are read as the kit's
+    assert "flagged for review" not in done.stdout, done.stdout[-5000:]
+    assert summary["training_unlocked"] == ["student_correct"]
+    unlocked = nbformat.read(str(example / "unlocked" / "student_correct" / "training"
+                                 / "training.ipynb"), 4)
+    assert unlocked.cells[1].source.startswith("# Compito `training`")
     assert sorted(results) == sorted(STUDENTS)
     for student in STUDENTS:
         expected, got = EXPECTED[student], results[student]
