@@ -364,3 +364,27 @@ def test_the_training_gate_holds_the_digests_of_the_attention_notebook_of_its_la
         cell = next(c for c in attention.cells if c.id == grade_id)
         digest = hashlib.sha256(cell.source.strip().encode("utf-8")).hexdigest()
         assert f'"{grade_id}": "{digest}"' in gate, grade_id
+
+
+def test_build_all_of_an_english_course_notes_a_translation_out_of_step(tmp_path, monkeypatch):
+    import io
+
+    import tools.build_all as build_all
+
+    broken = tmp_path / "attention.py"
+    broken.write_text(replace_once(document_path("attention", "it").read_text(encoding="utf-8"),
+                                   '"grade_id": "lesson_cost_text"', '"grade_id": "gone"'),
+                      encoding="utf-8")
+    real = build_all.document_path
+    monkeypatch.setattr(build_all, "document_path", lambda assignment, language: broken
+                        if (assignment, language) == ("attention", "it")
+                        else real(assignment, language))
+    for step in ("step_notebook", "step_release", "step_submissions"):  # only the preamble
+        monkeypatch.setattr(build_all, step, lambda *args: [])
+    out = io.StringIO()
+    assert build_all.run(True, out) == 0  # an English course still builds
+    text = out.getvalue()
+    assert "language of the notebooks: en" in text
+    assert "note: the 'it' translation is out of step" in text
+    assert "missing ['lesson_cost_text'], extra ['gone']" in text
+    assert text.count("note:") == 1  # the training translation is in step
