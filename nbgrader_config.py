@@ -229,6 +229,11 @@ c.AttentionKit.allow_unjailed = False
 # the rest is graded; the notebooks state this list and Validate checks it (rebuild the
 # notebooks with `python tools/build_notebooks.py` after changing it).
 c.AttentionKit.allowed_modules = ["numpy", "matplotlib"]
+# The language of the released notebooks: "en" (English) or "it" (Italian). Each notebook
+# is written once per language (notebooks/attention.py, notebooks/it/attention.py, ...),
+# with the same cells, grade ids, points and graders: after changing it, rebuild the
+# notebooks and the releases with `python -m tools.build_all`. Anything else stops the build.
+c.AttentionKit.language = "en"
 
 # --- Feedback ----------------------------------------------------------------------------
 

@@ -31,3 +31,6 @@ c.CourseDirectory.release_directory = os.path.join(KIT, "release")
 # Its own exchange (git-ignored): releasing `training` to the example students, as the demo
 # does, never reaches the instructor's exchange.
 c.Exchange.root = os.path.join(HERE, "exchange")
+# The language of the example class ("en" or "it"). Its notebooks are the kit's source and
+# release, built in the language of ../nbgrader_config.py: keep the two settings equal.
+c.AttentionKit.language = "en"

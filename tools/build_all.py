@@ -12,6 +12,15 @@
 4. ``example/submitted/``, the example class, written from the attention release
    (``tools/make_submissions.py``).
 
+The notebooks are written in the course's language, ``c.AttentionKit.language`` of
+``nbgrader_config.py`` (``"en"``, the default, or ``"it"``): steps 1 and 2 read
+``notebooks/<assignment>.py`` in English, ``notebooks/it/<assignment>.py`` in Italian, a
+translation that must have the English document's cells exactly
+(``tools/notebook_language.py``), or the build stops naming the cell. Any other value of the
+setting stops the build before anything is written. In an English course each translation
+is still compared with the English documents, and one out of step is reported (it would
+stop the build of a course in that language), without failing the build.
+
 With ``--check`` nothing is written: each step compares what it would write from the
 committed files it reads with the committed result, and the command exits 1 naming every
 stale file. Every step current means the whole chain is.
@@ -34,6 +43,8 @@ from pathlib import Path
 
 from tools import build_notebooks, build_training_notebook
 from tools import make_submissions
+from tools.notebook_language import (DEFAULT_LANGUAGE, LANGUAGES, check_same_structure,
+                                     course_language, document_path)
 from tools.demo import nbgrader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,6 +141,22 @@ def run(check: bool, out=sys.stdout) -> int:
     started = time.perf_counter()
     changed: list[str] = []
     failed = False
+    try:
+        language = course_language(ROOT)
+    except ValueError as exc:
+        print(f"FAILED: {exc}", file=out)
+        return 1
+    print(f"language of the notebooks: {language} (c.AttentionKit.language)", file=out)
+    for other in LANGUAGES:
+        if other in (DEFAULT_LANGUAGE, language):
+            continue
+        for assignment in ASSIGNMENTS:
+            try:
+                check_same_structure(document_path(assignment, DEFAULT_LANGUAGE),
+                                     document_path(assignment, other))
+            except (ValueError, OSError) as exc:
+                print(f"note: the {other!r} translation is out of step with the English "
+                      f"documents (a course in {other!r} would not build): {exc}", file=out)
     with tempfile.TemporaryDirectory(prefix="build_all_") as scratch:
         steps = [("source/attention/", lambda: step_notebook(build_notebooks, check)),
                  ("source/training/", lambda: step_notebook(build_training_notebook, check))]

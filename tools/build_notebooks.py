@@ -44,17 +44,16 @@ from grader_tests.config import allowed_modules  # noqa: E402
 from grader_tests.core import POINTS  # noqa: E402
 from solutions import attention as reference  # noqa: E402
 from tools.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
-                                  graded_names, notebook_from_document, points_label,
-                                  validate_helpers, write_or_check)
+                                  graded_names, notebook_from_document, validate_helpers,
+                                  write_or_check)
 from tools.notebook_cells import render as _render  # noqa: E402
+from tools.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
+                                     points_label)
 
-DOCUMENT = DOCUMENTS / "attention.py"
+DOCUMENT = DOCUMENTS / "attention.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
-# How the points table of the introduction names the two exercises.
-EXERCISE_LABELS = {
-    "exercise_weight_ratio": "Exercise 1 (weight ratio)",
-    "exercise_decoder_budget": "Exercise 2 (decoder budget)",
-}
+# The two exercises, which the points table of the introduction names (WORDS, by language).
+EXERCISE_LABELS = ("exercise_weight_ratio", "exercise_decoder_budget")
 
 
 def function_source(name: str) -> str:
@@ -73,42 +72,56 @@ def function_source(name: str) -> str:
     return source
 
 
-def heading(number: int, name: str) -> str:
-    """The heading of the section of function ``name``: ``## 1. `softmax` (10 points)``."""
-    return f"## {number}. `{name}` ({points_label(POINTS[name])})"
+def heading(number: int, name: str, language: str = "en") -> str:
+    """The heading of the section of function ``name``: ``## 1. `softmax` (10 points)``
+    (``10 punti`` in Italian)."""
+    return f"## {number}. `{name}` ({points_label(POINTS[name], language)})"
 
 
-def points_table(parts: Sequence[str]) -> str:
-    """The introduction's table of points: one row per graded part of ``parts`` (functions
-    numbered in order, the exercises by ``EXERCISE_LABELS``), then the total."""
+def points_table(parts: Sequence[str], language: str = "en") -> str:
+    """The introduction's table of points in ``language``: one row per graded part of
+    ``parts`` (functions numbered in order, the exercises by their ``WORDS`` label), then
+    the total."""
+    words = WORDS[language]
     rows = []
     for number, name in enumerate(parts, start=1):
-        label = EXERCISE_LABELS[name] if name in EXERCISE_LABELS else f"{number}. `{name}`"
+        label = words[name] if name in EXERCISE_LABELS else f"{number}. `{name}`"
         rows.append(f"| {label} | {POINTS[name]} |")
     total = sum(POINTS.values())
-    return "| part | points |\n|---|---|\n" + "\n".join(rows) + f"\n| **total** | **{total}** |"
+    return (f"| {words['part']} | {words['points']} |\n|---|---|\n" + "\n".join(rows)
+            + f"\n| **{words['total']}** | **{total}** |")
 
 
-def build_notebook() -> nbformat.NotebookNode:
-    """The instructor notebook (nbformat 4.5) of ``notebooks/attention.py``.
+def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
+    """The instructor notebook (nbformat 4.5) of ``notebooks/attention.py``, or of its
+    translation ``notebooks/<language>/attention.py``.
+
+    Args:
+        language: ``"en"`` or ``"it"``; None: the course's (``c.AttentionKit.language``
+            of ``nbgrader_config.py``).
 
     Raises:
-        ValueError: if the document is malformed (``notebook_from_document``), its
-            functions are not those of ``solutions.attention.SPEC_FUNCTIONS`` in that order,
-            each as a text, a solution, a visible test and a hidden cell with the numbered
-            heading, or a solution placeholder names another function.
+        ValueError: for an unknown language, a translation whose cells are not the
+            English document's (``tools.notebook_language.check_same_structure``), if the
+            document is malformed (``notebook_from_document``), its functions are not
+            those of ``solutions.attention.SPEC_FUNCTIONS`` in that order, each as a text,
+            a solution, a visible test and a hidden cell with the numbered heading, or a
+            solution placeholder names another function.
+        FileNotFoundError: for a language whose document is missing.
     """
-    parts = graded_names(DOCUMENT)
+    language = course_language(ROOT) if language is None else language
+    document = checked_document("attention", language)
+    parts = graded_names(document)
     functions = [name for name in parts if name not in EXERCISE_LABELS]
     if functions != list(reference.SPEC_FUNCTIONS):
-        raise ValueError(f"{DOCUMENT.relative_to(ROOT)}: its functions {functions} are not "
+        raise ValueError(f"{document.relative_to(ROOT)}: its functions {functions} are not "
                          f"those of solutions/attention.py's SPEC_FUNCTIONS, in that order")
     modules = allowed_modules(str(ROOT))
-    nb = notebook_from_document(DOCUMENT, {
+    nb = notebook_from_document(document, {
         "points_table": lambda _: points_table(list(reference.SPEC_FUNCTIONS)
-                                               + list(EXERCISE_LABELS)),
+                                               + list(EXERCISE_LABELS), language),
         "allowed_modules": lambda _: ", ".join(f"`{m}`" for m in modules),
-        "points": lambda name: points_label(POINTS[name]),
+        "points": lambda name: points_label(POINTS[name], language),
         "validate_helpers": lambda _: validate_helpers(parts, modules),
         "solution": function_source,
     }, POINTS, "grader_tests")
@@ -118,20 +131,21 @@ def build_notebook() -> nbformat.NotebookNode:
                  f"{name}_hidden_checks"]
         at = ids.index(slugs[0]) if slugs[0] in ids else -1
         if ids[at:at + 4] != slugs:
-            raise ValueError(f"{DOCUMENT.relative_to(ROOT)}: {name} needs the cells {slugs}, "
+            raise ValueError(f"{document.relative_to(ROOT)}: {name} needs the cells {slugs}, "
                              "in that order")
-        if not nb.cells[at].source.startswith(heading(number, name) + "\n"):
-            raise ValueError(f"{DOCUMENT.relative_to(ROOT)}: {slugs[0]} starts with "
+        if not nb.cells[at].source.startswith(heading(number, name, language) + "\n"):
+            raise ValueError(f"{document.relative_to(ROOT)}: {slugs[0]} starts with "
                              f"`## {number}. `{name}` ({{{{ points: {name} }}}})`")
         if not nb.cells[at + 1].source.startswith(f"def {name}("):
-            raise ValueError(f"{DOCUMENT.relative_to(ROOT)}: {slugs[1]} holds "
+            raise ValueError(f"{document.relative_to(ROOT)}: {slugs[1]} holds "
                              f"`# {{{{ solution: {name} }}}}`")
     return nb
 
 
-def render() -> bytes:
-    """The notebook's exact bytes (UTF-8 JSON ending with a newline)."""
-    return _render(build_notebook())
+def render(language: str | None = None) -> bytes:
+    """The notebook's exact bytes (UTF-8 JSON ending with a newline) in ``language`` (the
+    course's when None)."""
+    return _render(build_notebook(language))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

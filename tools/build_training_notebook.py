@@ -60,10 +60,12 @@ from solutions import attention as attention_reference  # noqa: E402
 from solutions import training as reference  # noqa: E402
 from tools import notebook_cells  # noqa: E402
 from tools.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
-                                  graded_names, name_list, notebook_from_document, points_label,
+                                  graded_names, name_list, notebook_from_document,
                                   validate_helpers, write_or_check)
+from tools.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
+                                     points_label)
 
-DOCUMENT = DOCUMENTS / "training.py"
+DOCUMENT = DOCUMENTS / "training.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 ATTENTION_FUNCTIONS = tuple(attention_reference.SPEC_FUNCTIONS)
@@ -145,9 +147,21 @@ def constants(wanted: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def attention_fingerprints():
-    """SHA-256 of the setup and visible-test cells of the attention notebook, by grade id."""
-    notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
+def attention_fingerprints(language: str | None = None) -> dict[str, str]:
+    """SHA-256 of the setup and visible-test cells of the attention notebook in ``language``,
+    by grade id: the committed ``source/attention/attention.ipynb`` for the course's
+    language (None), the attention notebook built in memory for another one (its cells'
+    comments and docstrings are that language's).
+
+    Raises:
+        ValueError: if a cell is missing, or the attention document cannot be built.
+    """
+    if language is None or language == course_language(ROOT):
+        notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
+    else:
+        from tools import build_notebooks
+
+        notebook = json.loads(build_notebooks.render(language).decode("utf-8"))
     cells = {}
     for cell in notebook["cells"]:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -162,9 +176,10 @@ def attention_fingerprints():
             for w in wanted}
 
 
-def gate_source():
-    """The gate cell: the template with the function names and fingerprints filled in."""
-    hashes = attention_fingerprints()
+def gate_source(language: str | None = None) -> str:
+    """The gate cell: the template with the function names and the fingerprints of the
+    attention notebook in ``language`` (the course's when None) filled in."""
+    hashes = attention_fingerprints(language)
     body = "{\n" + "".join(f'    "{k}": "{v}",\n' for k, v in hashes.items()) + "}"
     names = "(\n" + "".join(f'    "{n}",\n' for n in ATTENTION_FUNCTIONS) + ")"
     text = GATE_TEMPLATE.replace("__FUNCTIONS__", names).replace("__HASHES__", body).replace(
@@ -373,38 +388,50 @@ if not _gate.open:
 # Assembly: the document, its placeholders filled.
 
 
-def heading(number: int, name: str) -> str:
-    """The heading of the section of function ``name``: ``## 1. `make_batch` (15 points)``."""
-    return f"## {number}. `{name}` ({points_label(POINTS_TRAINING[name])})"
+def heading(number: int, name: str, language: str = "en") -> str:
+    """The heading of the section of function ``name``: ``## 1. `make_batch` (15 points)``
+    (``15 punti`` in Italian)."""
+    return f"## {number}. `{name}` ({points_label(POINTS_TRAINING[name], language)})"
 
 
-def points_table() -> str:
-    """The introduction's table of points: one row per graded function, then the total."""
-    return "\n".join(["| part | points |", "|---|---|"]
+def points_table(language: str = "en") -> str:
+    """The introduction's table of points in ``language``: one row per graded function,
+    then the total."""
+    words = WORDS[language]
+    return "\n".join([f"| {words['part']} | {words['points']} |", "|---|---|"]
                      + [f"| `{name}` | {POINTS_TRAINING[name]} |" for name in GRADED]
-                     + [f"| **total** | **{sum(POINTS_TRAINING.values())}** |"])
+                     + [f"| **{words['total']}** | **{sum(POINTS_TRAINING.values())}** |"])
 
 
-def build_notebook() -> nbformat.NotebookNode:
-    """The instructor notebook (nbformat 4.5) of ``notebooks/training.py``.
+def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
+    """The instructor notebook (nbformat 4.5) of ``notebooks/training.py``, or of its
+    translation ``notebooks/<language>/training.py``.
+
+    Args:
+        language: ``"en"`` or ``"it"``; None: the course's (``c.AttentionKit.language``
+            of ``nbgrader_config.py``).
 
     Raises:
-        ValueError: if the document is malformed (``notebook_from_document``), its graded
-            functions are not ``GRADED`` in that order, each as a text, a solution, a
-            visible test and a hidden cell with the numbered heading, its first cell is not
-            the gate, or a locked code cell after the gate does not start with
-            ``require_gate()``.
+        ValueError: for an unknown language, a translation whose cells are not the
+            English document's (``tools.notebook_language.check_same_structure``), if the
+            document is malformed (``notebook_from_document``), its graded functions are
+            not ``GRADED`` in that order, each as a text, a solution, a visible test and a
+            hidden cell with the numbered heading, its first cell is not the gate, or a
+            locked code cell after the gate does not start with ``require_gate()``.
+        FileNotFoundError: for a language whose document is missing.
     """
-    shown = DOCUMENT.relative_to(ROOT)
+    language = course_language(ROOT) if language is None else language
+    document = checked_document("training", language)
+    shown = document.relative_to(ROOT)
     if sorted(GRADED) != sorted(POINTS_TRAINING):
         raise ValueError("POINTS_TRAINING and the notebook's graded names differ")
-    if graded_names(DOCUMENT) != list(GRADED):
-        raise ValueError(f"{shown}: its graded functions {graded_names(DOCUMENT)} are not "
+    if graded_names(document) != list(GRADED):
+        raise ValueError(f"{shown}: its graded functions {graded_names(document)} are not "
                          f"GRADED, {list(GRADED)}, in that order")
-    nb = notebook_from_document(DOCUMENT, {
-        "gate": lambda _: gate_source(),
-        "points_table": lambda _: points_table(),
-        "points": lambda name: points_label(POINTS_TRAINING[name]),
+    nb = notebook_from_document(document, {
+        "gate": lambda _: gate_source(language),
+        "points_table": lambda _: points_table(language),
+        "points": lambda name: points_label(POINTS_TRAINING[name], language),
         "constants": lambda args: constants(name_list(args)),
         "given": lambda args: given(*name_list(args)),
         "solution": stub_source,
@@ -427,7 +454,7 @@ def build_notebook() -> nbformat.NotebookNode:
         at = ids.index(slugs[0]) if slugs[0] in ids else -1
         if ids[at:at + 4] != slugs:
             raise ValueError(f"{shown}: {name} needs the cells {slugs}, in that order")
-        if not cells[at].source.startswith(heading(number, name) + "\n"):
+        if not cells[at].source.startswith(heading(number, name, language) + "\n"):
             raise ValueError(f"{shown}: {slugs[0]} starts with "
                              f"`## {number}. `{name}` ({{{{ points: {name} }}}})`")
         if not cells[at + 1].source.startswith(f"def {name}("):
@@ -435,9 +462,10 @@ def build_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-def render() -> bytes:
-    """The notebook's exact bytes (UTF-8 JSON ending with a newline)."""
-    return notebook_cells.render(build_notebook())
+def render(language: str | None = None) -> bytes:
+    """The notebook's exact bytes (UTF-8 JSON ending with a newline) in ``language`` (the
+    course's when None)."""
+    return notebook_cells.render(build_notebook(language))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,390 @@
+"""The notebooks in the course's language (``c.AttentionKit.language``, ``tools/notebook_language.py``).
+
+* each Italian document (``notebooks/it/``) has the English document's cells: the same ids,
+  types, nbgrader metadata and tags, placeholders, and the same code in every solution,
+  visible-test and graded cell;
+* a translation that loses, adds or reorders a cell, or changes what is graded, stops the
+  check with a message naming the cell; a translated comment, docstring or printed label
+  does not;
+* built in Italian, each notebook keeps every cell id, grade id and point of the English
+  one, and no sentence of the English markdown is left in it: every markdown cell is
+  translated, and the lesson is named and linked at the top;
+* the setting: English by default, ``"it"`` read from the course's ``nbgrader_config.py``,
+  anything else an error that stops ``python -m tools.build_all`` before it writes;
+* (slow) in a copy of the kit whose course is Italian, both assignments generate, nbgrader
+  validates each source and fails every test of each release, and the example class's
+  ``student_correct`` and ``student_mask_after_softmax``, handed in on the Italian release,
+  get the scores and fault ids of ``example/EXPECTED.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import build_notebooks, build_training_notebook, make_submissions
+from tools.notebook_language import (check_same_structure, course_language, document_path,
+                                     points_label)
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILDERS = {"attention": build_notebooks, "training": build_training_notebook}
+LESSON_LINK = "[federicocalo.dev](https://federicocalo.dev)"
+# The lesson's title, the same (Italian) in both languages: not an English sentence.
+LESSON_FULL_TITLE = ("*L'attenzione, derivata per intero: query, chiave, valore e il blocco "
+                     "Transformer scritto da zero*")
+# English words that no Italian sentence of the notebooks uses: a markdown cell holding one
+# outside code, math and names has English left in it.
+ENGLISH_WORDS = ("the", "which", "with", "when", "your", "this", "that", "does", "every")
+
+
+def nbgrader_of(cell) -> dict:
+    return dict(cell.metadata.get("nbgrader", {}))
+
+
+def sentences(markdown: str) -> list[str]:
+    """The prose sentences of a markdown text: its lines joined, split after ``.``, ``:``,
+    ``;``, ``?`` or ``!``, kept when they hold at least six words of letters outside code,
+    math and addresses (a formula or a table row is not a sentence); the lesson's title,
+    Italian in both languages, left out."""
+    text = " ".join(line.strip() for line in markdown.splitlines()
+                    if line.strip() and not line.strip().startswith(("|", "$$")))
+    text = flat(text).replace(LESSON_FULL_TITLE, " ")
+    parts = re.split(r"(?<=[.:;?!])\s+", text)
+    return [p for p in parts if len(re.findall(r"\b[A-Za-z]{2,}\b", prose(p))) >= 6]
+
+
+def prose(markdown: str) -> str:
+    """``markdown`` without code spans, math and links' addresses: the words a reader reads."""
+    text = re.sub(r"`[^`]*`", " ", markdown)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return text
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("assignment", sorted(BUILDERS))
+def test_the_italian_document_has_the_cells_of_the_english_one(assignment):
+    english, italian = document_path(assignment, "en"), document_path(assignment, "it")
+    assert italian == ROOT / "notebooks" / "it" / f"{assignment}.py"
+    check_same_structure(english, italian)  # raises on any difference
+    import jupytext
+
+    a = jupytext.read(english, fmt="py:percent").cells
+    b = jupytext.read(italian, fmt="py:percent").cells
+    assert len(a) == len(b) >= 40
+    assert [(c.cell_type, c.metadata) for c in a] == [(c.cell_type, c.metadata) for c in b]
+    for x, y in zip(a, b):
+        meta = nbgrader_of(x)
+        if x.cell_type == "markdown":
+            assert x.source != y.source, f"{meta['grade_id']} is not translated"
+        elif meta.get("solution") or meta.get("grade") or "visible-test" in x.metadata.get(
+                "tags", []) or "setup" in x.metadata.get("tags", []):
+            assert x.source == y.source, meta["grade_id"]
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize("old, new, said", [
+    # a cell left out
+    ('# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_cost_text"',
+     '# %% [markdown] nbgrader={"grade": false, "grade_id": "removed"',
+     "missing ['lesson_cost_text'], extra ['removed']"),
+    # points, or any other nbgrader metadata
+    ('"grade_id": "causal_mask_visible_test", "locked": true',
+     '"grade_id": "causal_mask_visible_test", "locked": false',
+     "cell 11 (causal_mask_visible_test): its metadata"),
+    # the code of a visible test, even one number
+    ('assert np.allclose(p, [0.25, 0.75]), (',
+     'assert np.allclose(p, [0.25, 0.76]), (',
+     "(softmax_visible_test): its text differs"),
+    # a visible test, a graded cell and the setup cell are the same text in every language
+    ('"causal_mask(1) should be [[True]]: a token sees itself"',
+     '"causal_mask(1) deve essere [[True]]: un token vede se stesso"',
+     "(causal_mask_visible_test): its text differs"),
+    ("# Hidden checks of softmax run when your notebook is graded.",
+     "# I controlli nascosti di softmax girano alla correzione.",
+     "(softmax_hidden_checks): its text differs"),
+    ('"""Setup: imports and the helpers used by the tests. Run this cell first."""',
+     '"""Setup: gli import e le funzioni dei test."""',
+     "cell 2 (setup): its text differs"),
+    # what a given cell computes
+    ("n_draws, T = 400, 64", "n_draws, T = 40, 64", "(lesson_scaling): its code differs"),
+    # a placeholder lost in the text
+    ("## 2. `causal_mask` ({{ points: causal_mask }})", "## 2. `causal_mask` (3 punti)",
+     "(causal_mask_text): its placeholders"),
+    # a solution placeholder
+    ("# {{ solution: padding_mask }}", "# {{ solution: causal_mask }}",
+     "(padding_mask_solution): its placeholders"),
+])
+def test_a_translation_out_of_step_is_refused_naming_the_cell(tmp_path, old, new, said):
+    italian = document_path("attention", "it")
+    broken = tmp_path / "attention.py"
+    broken.write_text(replace_once(italian.read_text(encoding="utf-8"), old, new),
+                      encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        check_same_structure(document_path("attention", "en"), broken)
+    assert str(broken) in str(caught.value) and said in str(caught.value), str(caught.value)
+
+
+def test_a_translation_may_change_comments_docstrings_and_printed_labels(tmp_path):
+    text = document_path("attention", "it").read_text(encoding="utf-8")
+    text = replace_once(text, '"""La lezione, dal vivo: maschera prima della softmax (-inf) contro pesi azzerati dopo."""',
+                        '"""La lezione, dal vivo: la maschera prima e dopo la softmax."""')
+    text = replace_once(text, "# trappola 2: azzera il futuro dopo la softmax",
+                        "# la trappola 2")
+    text = replace_once(text, 'print("somme delle righe, prima:"', 'print("somme per riga, prima:"')
+    edited = tmp_path / "attention.py"
+    edited.write_text(text, encoding="utf-8")
+    check_same_structure(document_path("attention", "en"), edited)
+    with pytest.raises(FileNotFoundError, match="no such document"):
+        check_same_structure(document_path("attention", "en"), tmp_path / "missing.py")
+
+
+@pytest.fixture(scope="module")
+def built():
+    """``{assignment: (English notebook, Italian notebook)}``, as the builders make them."""
+    return {name: (module.build_notebook("en"), module.build_notebook("it"))
+            for name, module in BUILDERS.items()}
+
+
+@pytest.mark.parametrize("assignment", sorted(BUILDERS))
+def test_the_italian_notebook_is_the_english_one_in_italian(built, assignment):
+    english, italian = built[assignment]
+    assert [c.id for c in english.cells] == [c.id for c in italian.cells]
+    assert [nbgrader_of(c) for c in english.cells] == [nbgrader_of(c) for c in italian.cells]
+    assert sum(nbgrader_of(c).get("points", 0) for c in italian.cells) == 100
+    for e, i in zip(english.cells, italian.cells):
+        if e.cell_type == "code" and (nbgrader_of(e)["locked"] is False
+                                      or nbgrader_of(e)["grade"] or e.id == "gate"
+                                      or "visible-test" in e.metadata.get("tags", [])):
+            assert e.source == i.source, e.id
+    english_md = [c for c in english.cells if c.cell_type == "markdown"]
+    italian_md = [c for c in italian.cells if c.cell_type == "markdown"]
+    # no English sentence left, taken from the English notebook itself
+    italian_text = flat("\n".join(c.source for c in italian_md))
+    english_sentences = [s for c in english_md for s in sentences(c.source)]
+    assert len(english_sentences) > 100
+    left = [s for s in english_sentences if flat(s) in italian_text]
+    assert not left, left[:5]
+    for cell in italian_md:
+        words = set(re.findall(r"\b[a-z]+\b", prose(cell.source).lower()))
+        assert not words & set(ENGLISH_WORDS), (cell.id, sorted(words & set(ENGLISH_WORDS)))
+    # the lesson, named and linked at the top in both languages
+    for notebook in (english, italian):
+        top = flat(notebook.cells[0 if assignment == "attention" else 1].source)
+        assert LESSON_FULL_TITLE in top and LESSON_LINK in top
+    # what the builder writes is Italian too: the headings' points and the points table
+    headings = [c.source.split("\n")[0] for c in italian_md if c.id.endswith("_text")
+                and c.source.startswith("## ")]
+    assert any(h.endswith(" punti)") for h in headings), headings
+    assert not any("points" in h for h in headings), headings
+    intro = next(c for c in italian_md if c.id == "intro").source
+    assert "| parte | punti |" in intro and "| **totale** | **100** |" in intro
+    assert "| part | points |" not in intro
+
+
+def test_points_are_worded_in_the_language():
+    assert points_label(10, "en") == "10 points" and points_label(1, "en") == "1 point"
+    assert points_label(10, "it") == "10 punti" and points_label(1, "it") == "1 punto"
+    with pytest.raises(ValueError, match="'fr'"):
+        points_label(3, "fr")
+
+
+def write_config(folder: Path, line: str | None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = "c = get_config()  # noqa: F821\n" + (line + "\n" if line else "")
+    (folder / "nbgrader_config.py").write_text(body, encoding="utf-8")
+    return folder
+
+
+def test_the_language_is_a_setting_of_the_course(tmp_path):
+    assert course_language(ROOT) == "en"
+    assert course_language(ROOT / "example") == "en"
+    assert course_language(write_config(tmp_path / "unset", None)) == "en"
+    assert course_language(write_config(tmp_path / "it", 'c.AttentionKit.language = "it"')) == "it"
+    bad = write_config(tmp_path / "fr", 'c.AttentionKit.language = "fr"')
+    with pytest.raises(ValueError) as caught:
+        course_language(bad)
+    message = str(caught.value)
+    assert "c.AttentionKit.language = 'fr'" in message and "'en', 'it'" in message
+    assert str(bad / "nbgrader_config.py") in message
+    with pytest.raises(ValueError, match="'fr'"):
+        build_notebooks.build_notebook("fr")
+
+
+def test_build_all_stops_on_an_unknown_language_before_writing(tmp_path):
+    from tests.test_build import copy_course, run
+
+    course = copy_course(tmp_path, ("tools", "notebooks", "solutions", "grader_tests",
+                                    "source", "nbgrader_config.py"))
+    config = course / "nbgrader_config.py"
+    config.write_text(replace_once(config.read_text(encoding="utf-8"),
+                                   'c.AttentionKit.language = "en"',
+                                   'c.AttentionKit.language = "italiano"'), encoding="utf-8")
+    before = (course / "source" / "attention" / "attention.ipynb").read_bytes()
+    done = run(course, "-m", "tools.build_all", timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "c.AttentionKit.language = 'italiano'" in done.stdout, done.stdout
+    assert "source/attention/" not in done.stdout  # no step ran
+    assert (course / "source" / "attention" / "attention.ipynb").read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------------
+# End to end, in Italian.
+
+STUDENTS = ("student_correct", "student_mask_after_softmax")
+EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
+
+
+def run_nbgrader(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    from tools.demo import child_env
+
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=child_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def italian_kit(tmp_path_factory):
+    """A copy of the kit whose course (and example class) is Italian: both source notebooks
+    built in Italian, both releases generated by nbgrader, and the two example students
+    handed in on the Italian attention release."""
+    kit = tmp_path_factory.mktemp("kit_it")
+    for config, target in ((ROOT / "nbgrader_config.py", kit / "nbgrader_config.py"),
+                           (ROOT / "example" / "nbgrader_config.py",
+                            kit / "example" / "nbgrader_config.py")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(replace_once(config.read_text(encoding="utf-8"),
+                                       'c.AttentionKit.language = "en"',
+                                       'c.AttentionKit.language = "it"'), encoding="utf-8")
+    assert course_language(kit) == course_language(kit / "example") == "it"
+    for name, module in BUILDERS.items():
+        path = kit / "source" / name / f"{name}.ipynb"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(module.render(course_language(kit)))
+        done = run_nbgrader(kit, "generate_assignment", name, "--force")
+        assert done.returncode == 0, done.stdout[-4000:]
+    submitted = kit / "example" / "submitted"
+    make_submissions.write(root=submitted,
+                           release_path=kit / "release" / "attention" / "attention.ipynb",
+                           source_path=kit / "source" / "attention" / "attention.ipynb")
+    for folder in submitted.iterdir():
+        if folder.name not in STUDENTS:
+            shutil.rmtree(folder)
+    return kit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", sorted(BUILDERS))
+def test_italian_release_has_no_english_sentence(italian_kit, assignment):
+    release = nbformat.read(str(italian_kit / "release" / assignment / f"{assignment}.ipynb"), 4)
+    english = BUILDERS[assignment].build_notebook("en")
+    text = flat("\n".join(c.source for c in release.cells if c.cell_type == "markdown"))
+    english_sentences = [s for c in english.cells if c.cell_type == "markdown"
+                         for s in sentences(c.source)]
+    assert not [s for s in english_sentences if flat(s) in text]
+    assert "## 1. " in text and " punti)" in text and LESSON_LINK in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", sorted(BUILDERS))
+def test_italian_source_validates_and_release_fails_every_test(italian_kit, tmp_path,
+                                                               assignment):
+    # copies laid out as in source/: the training gate opens on the attention notebook
+    # beside it
+    for name in ("attention", assignment):
+        (tmp_path / name).mkdir(exist_ok=True)
+        shutil.copy(italian_kit / "source" / name / f"{name}.ipynb", tmp_path / name)
+    source = run_nbgrader(italian_kit, "validate",
+                          str(tmp_path / assignment / f"{assignment}.ipynb"))
+    assert source.returncode == 0, source.stdout[-3000:]
+    assert "Success! Your notebook passes all the tests." in source.stdout, source.stdout[-3000:]
+    release = tmp_path / f"release_{assignment}.ipynb"
+    shutil.copy(italian_kit / "release" / assignment / f"{assignment}.ipynb", release)
+    inverted = run_nbgrader(italian_kit, "validate", "--invert", str(release))
+    assert "NOTEBOOK PASSED ON" not in inverted.stdout, inverted.stdout[-3000:]
+    assert "Success! The notebook does not pass any tests." in inverted.stdout, \
+        inverted.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_the_example_class_in_italian_gets_the_expected_scores_and_faults(italian_kit):
+    from tools.demo import child_env
+
+    example = italian_kit / "example"
+    done = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(example)],
+                          cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stdout[-5000:]
+    summary = json.loads((example / "class_summary.json").read_text())
+    results = summary["results"]
+    # nothing flagged for review: the Italian cells the kit hands out are read as the kit's
+    assert "flagged for review" not in done.stdout, done.stdout[-5000:]
+    assert summary["training_unlocked"] == ["student_correct"]
+    unlocked = nbformat.read(str(example / "unlocked" / "student_correct" / "training"
+                                 / "training.ipynb"), 4)
+    assert unlocked.cells[1].source.startswith("# Compito `training`")
+    assert sorted(results) == sorted(STUDENTS)
+    for student in STUDENTS:
+        expected, got = EXPECTED[student], results[student]
+        assert got["score"] == pytest.approx(expected["score"], abs=1e-6), done.stdout[-5000:]
+        for name, points in expected["functions"].items():
+            assert got["functions"][name]["score"] == pytest.approx(points, abs=1e-6), (
+                student, name, got["functions"][name])
+        for name, faults in expected["faults"].items():
+            assert set(faults) <= set(got["functions"][name]["faults"]), (
+                student, name, got["functions"][name]["faults"])
+    # the notebooks graded were the Italian ones
+    graded = nbformat.read(str(example / "autograded" / "student_correct" / "attention"
+                               / "attention.ipynb"), 4)
+    assert graded.cells[0].source.startswith("# Compito `attention`")
+
+
+@pytest.mark.parametrize("language", ["en", "it"])
+def test_the_training_gate_holds_the_digests_of_the_attention_notebook_of_its_language(
+        built, language):
+    import hashlib
+
+    attention, training = (built[name][language == "it"] for name in ("attention", "training"))
+    gate = training.cells[0].source
+    for grade_id in ("setup", "softmax_visible_test", "kv_cache_bytes_visible_test"):
+        cell = next(c for c in attention.cells if c.id == grade_id)
+        digest = hashlib.sha256(cell.source.strip().encode("utf-8")).hexdigest()
+        assert f'"{grade_id}": "{digest}"' in gate, grade_id
+
+
+def test_build_all_of_an_english_course_notes_a_translation_out_of_step(tmp_path, monkeypatch):
+    import io
+
+    import tools.build_all as build_all
+
+    broken = tmp_path / "attention.py"
+    broken.write_text(replace_once(document_path("attention", "it").read_text(encoding="utf-8"),
+                                   '"grade_id": "lesson_cost_text"', '"grade_id": "gone"'),
+                      encoding="utf-8")
+    real = build_all.document_path
+    monkeypatch.setattr(build_all, "document_path", lambda assignment, language: broken
+                        if (assignment, language) == ("attention", "it")
+                        else real(assignment, language))
+    for step in ("step_notebook", "step_release", "step_submissions"):  # only the preamble
+        monkeypatch.setattr(build_all, step, lambda *args: [])
+    out = io.StringIO()
+    assert build_all.run(True, out) == 0  # an English course still builds
+    text = out.getvalue()
+    assert "language of the notebooks: en" in text
+    assert "note: the 'it' translation is out of step" in text
+    assert "missing ['lesson_cost_text'], extra ['gone']" in text
+    assert text.count("note:") == 1  # the training translation is in step

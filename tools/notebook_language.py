@@ -1,0 +1,231 @@
+"""The language of a course's notebooks: which document each builder reads, how the
+builder words what it computes (points, the points table), and the check that a
+translated document is the English one with only its words changed.
+
+The course chooses its language with one setting of its ``nbgrader_config.py``::
+
+    c.AttentionKit.language = "en"   # or "it"
+
+English (``"en"``, the default) is written in ``notebooks/<assignment>.py``; every other
+language in ``notebooks/<language>/<assignment>.py``, a jupytext percent document with
+exactly the English document's cells (``notebooks/README.md``). What may differ between
+the two is the teaching text: the markdown cells, the comments and docstrings, and the
+strings that the given code cells print (table headers, labels). Everything nbgrader and
+the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and tags,
+the placeholders, and the whole text of the setup, solution, visible-test and graded cells
+(byte for byte: the training gate's digests of the attention notebook's setup and visible
+tests, and the graders' reading of the cells the kit hands out, are then the same in
+every language). A
+translated document that is missing a cell, has one more, or changes any of these stops
+the build with a message naming the document and the cell (``check_same_structure``): an
+Italian notebook never silently keeps English text, nor differs in what is graded.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import jupytext
+
+from grader_tests.config import course_config
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = ROOT / "notebooks"
+DEFAULT_LANGUAGE = "en"
+LANGUAGES = ("en", "it")
+
+# The words the builders write into the notebooks, by language.
+WORDS: Mapping[str, Mapping[str, str]] = {
+    "en": {"point": "point", "points": "points", "part": "part", "total": "total",
+           "exercise_weight_ratio": "Exercise 1 (weight ratio)",
+           "exercise_decoder_budget": "Exercise 2 (decoder budget)"},
+    "it": {"point": "punto", "points": "punti", "part": "parte", "total": "totale",
+           "exercise_weight_ratio": "Esercizio 1 (rapporto dei pesi)",
+           "exercise_decoder_budget": "Esercizio 2 (budget del decoder)"},
+}
+
+# ``{{ key }}`` / ``{{ key: args }}`` anywhere in a cell (tools/notebook_cells.py's syntax).
+PLACEHOLDER = re.compile(r"\{\{ (\w+)(?:: ([^{}\n]*?))? \}\}")
+
+
+def check_language(language: object, where: str = "c.AttentionKit.language") -> str:
+    """``language`` if it is one of ``LANGUAGES``.
+
+    Raises:
+        ValueError: for anything else, naming ``where`` and the allowed values.
+    """
+    if language not in LANGUAGES:
+        raise ValueError(f"{where} = {language!r}: the notebooks are written in "
+                         f"{', '.join(repr(x) for x in LANGUAGES)} only")
+    return str(language)
+
+
+def course_language(root: str | os.PathLike[str] = ROOT) -> str:
+    """The language of the course at ``root``: ``c.AttentionKit.language`` of its
+    ``nbgrader_config.py``, ``"en"`` when unset.
+
+    Raises:
+        ValueError: for a value that is not one of ``LANGUAGES`` (the message names the
+            configuration file).
+    """
+    language = course_config(str(root), "AttentionKit").get("language", DEFAULT_LANGUAGE)
+    return check_language(language, f"{Path(root) / 'nbgrader_config.py'}: "
+                                    "c.AttentionKit.language")
+
+
+def document_path(assignment: str, language: str) -> Path:
+    """The document of ``assignment`` (``"attention"``, ``"training"``) in ``language``:
+    ``notebooks/<assignment>.py`` for English, ``notebooks/<language>/<assignment>.py``
+    otherwise.
+
+    Raises:
+        ValueError: for a language not in ``LANGUAGES``.
+    """
+    check_language(language)
+    if language == DEFAULT_LANGUAGE:
+        return DOCUMENTS / f"{assignment}.py"
+    return DOCUMENTS / language / f"{assignment}.py"
+
+
+def points_label(points: float, language: str) -> str:
+    """``"10 points"`` / ``"1 point"`` in English, ``"10 punti"`` / ``"1 punto"`` in
+    Italian."""
+    words = WORDS[check_language(language)]
+    return f"{points} {words['point'] if points == 1 else words['points']}"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+class _NoDocstring(ast.NodeTransformer):
+    """Drops the docstring a cell starts with."""
+
+    def visit_Module(self, node: ast.Module) -> ast.AST:
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:]
+        return self.generic_visit(node)
+
+
+class _NoWords(_NoDocstring):
+    """Drops the docstring and every string's text, f-strings reduced to what they format:
+    the code with its words taken out."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant("") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        values = [self.visit(v.value) for v in node.values if isinstance(v, ast.FormattedValue)]
+        return ast.Tuple(elts=values, ctx=ast.Load())
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        if node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+        return self.generic_visit(node)
+
+
+def code_shape(source: str, words_free: bool) -> str:
+    """What must be the same in two languages' versions of a code cell: its syntax tree
+    without comments and without the docstring it starts with; with ``words_free``, also
+    without the text of its strings.
+
+    Raises:
+        SyntaxError: if ``source`` is not Python.
+    """
+    tree = ast.parse(source)
+    tree = (_NoWords() if words_free else _NoDocstring()).visit(tree)
+    return ast.dump(tree, include_attributes=False)
+
+
+def _cells(path: Path) -> list[dict]:
+    out = []
+    for cell in jupytext.read(path, fmt="py:percent").cells:
+        meta = dict(cell.metadata)
+        nbgrader = dict(meta.get("nbgrader") or {})
+        out.append({"id": nbgrader.get("grade_id"), "type": cell.cell_type, "meta": meta,
+                    "source": cell.source, "nbgrader": nbgrader})
+    return out
+
+
+def check_same_structure(english: Path, translated: Path) -> None:
+    """Raise unless ``translated`` has the cells of ``english`` with only their words
+    changed.
+
+    Same: the cells' ids (grade ids), in order; their types; their metadata (nbgrader's,
+    points and tags included); the placeholders of each cell, in order; the whole text of
+    the setup cell and of every solution, visible-test and graded cell; the code of every
+    other code cell with its comments, docstrings and the text of its strings aside (a
+    printed label may be translated, not what is computed).
+
+    Raises:
+        ValueError: naming the translated document and the first cell that differs, or the
+            missing or extra cells; FileNotFoundError if ``translated`` does not exist.
+    """
+    shown = _shown(translated)
+    if not translated.is_file():
+        raise FileNotFoundError(f"{shown}: no such document; the course's language needs "
+                                f"its translation of {_shown(english)}")
+    ours, theirs = _cells(english), _cells(translated)
+    ids, other_ids = [c["id"] for c in ours], [c["id"] for c in theirs]
+    if ids != other_ids:
+        missing = [i for i in ids if i not in other_ids]
+        extra = [i for i in other_ids if i not in ids]
+        if missing or extra:
+            raise ValueError(f"{shown}: its cells differ from {_shown(english)}'s: "
+                             f"missing {missing}, extra {extra}")
+        at = next(n for n, (a, b) in enumerate(zip(ids, other_ids)) if a != b)
+        raise ValueError(f"{shown}: cell {at + 1} is {other_ids[at]}, where "
+                         f"{_shown(english)} has {ids[at]} (the cells' order differs)")
+    for number, (a, b) in enumerate(zip(ours, theirs), start=1):
+        where = f"{shown}, cell {number} ({a['id']})"
+        if a["type"] != b["type"]:
+            raise ValueError(f"{where}: a {b['type']} cell, where {_shown(english)} has a "
+                             f"{a['type']} cell")
+        if a["meta"] != b["meta"]:
+            raise ValueError(f"{where}: its metadata {b['meta']} differ from "
+                             f"{_shown(english)}'s {a['meta']}")
+        keys = [m.group(0) for m in PLACEHOLDER.finditer(a["source"])]
+        other_keys = [m.group(0) for m in PLACEHOLDER.finditer(b["source"])]
+        if keys != other_keys:
+            raise ValueError(f"{where}: its placeholders {other_keys} differ from "
+                             f"{_shown(english)}'s {keys}")
+        if a["type"] != "code":
+            continue
+        tags = a["meta"].get("tags") or []
+        if a["nbgrader"].get("solution") or a["nbgrader"].get("grade") \
+                or "visible-test" in tags or "setup" in tags:
+            if a["source"] != b["source"]:
+                raise ValueError(f"{where}: its text differs from {_shown(english)}'s (a "
+                                 "setup, solution, visible-test or graded cell is the same "
+                                 "in every language, comments included)")
+            continue
+        try:
+            same = code_shape(a["source"], True) == code_shape(b["source"], True)
+        except SyntaxError as exc:
+            raise ValueError(f"{where}: not Python ({exc})") from exc
+        if not same:
+            raise ValueError(f"{where}: its code differs from {_shown(english)}'s (only "
+                             "comments, docstrings and the text of strings may be "
+                             "translated in a given cell)")
+
+
+def checked_document(assignment: str, language: str) -> Path:
+    """The document of ``assignment`` in ``language``, checked against the English one
+    (``check_same_structure``) when it is a translation.
+
+    Raises:
+        ValueError, FileNotFoundError: as ``check_same_structure``, or for an unknown
+            language.
+    """
+    path = document_path(assignment, language)
+    if language != DEFAULT_LANGUAGE:
+        check_same_structure(document_path(assignment, DEFAULT_LANGUAGE), path)
+    return path
