@@ -480,7 +480,8 @@ def open_training_gate(root, coursedir):
     if status != 0:
         log(f"training gate: tools/unlock_training.py ended with status {status}")
         return None
-    ledger = json.loads((root / "unlocked" / unlock_training.LEDGER).read_text())
+    # no ledger when nobody was unlocked: load_ledger reads that as an empty one
+    ledger = unlock_training.load_ledger(root / "unlocked" / unlock_training.LEDGER)
     return sorted(ledger["students"])
 
 
