@@ -10,13 +10,12 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tools.demo import child_env
+from grader_tests.config import nbgrader_env
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
 IGNORE = shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints", "__pycache__")
 # Where a part of the copied course comes from: the example class stands for the students
@@ -34,7 +33,7 @@ def copy_course(folder, parts=("source/attention", "release/attention", "submitt
 def ci_grade(*args, summary=None, timeout=1200):
     """``python -m tools.ci_grade ARGS`` as the workflows run it; ``summary`` is the file
     that stands for ``$GITHUB_STEP_SUMMARY``."""
-    env = child_env()
+    env = nbgrader_env()
     env.pop("GITHUB_STEP_SUMMARY", None)
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)

@@ -34,11 +34,10 @@ psutil = pytest.importorskip("psutil")
 pytest.importorskip("distributed")
 
 from grader_tests import dask_batch, jail  # noqa: E402
-from tests.course import kit_env  # noqa: E402
-from tools import services  # noqa: E402
+from tests.helpers import ROOT, kit_env  # noqa: E402
+from tests import services  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOT_SUBMITTED = Path(ROOT) / "example" / "submitted"
+ROOT_SUBMITTED = ROOT / "example" / "submitted"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 

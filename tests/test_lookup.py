@@ -5,7 +5,6 @@ fixed inputs alone. The graders repeat a few of their calls on nudged inputs
 student's own process and in the sandbox alike; honest functions are never flagged."""
 
 import copy
-import inspect
 import pickle
 import textwrap
 
@@ -15,12 +14,12 @@ import pytest
 from grader_tests import core, guard, lookup
 from grader_tests.sandbox import grade_isolated
 from solutions import attention as ref
+from tests.helpers import ATTENTION_SOURCE as REFERENCE
 from tests.catalogue import build_namespace
 from tests.catalogue.buggy import BUGS
 from tests.catalogue.correct import CORRECT
 from tests.test_catalogue import _entry, affected
 
-REFERENCE = inspect.getsource(ref)
 
 # The student's side: a key over the exact bytes of every argument and a table of stored
 # answers loaded from a file (KEY_SOURCE, TABLE_SOURCE), and a wrong computation for anything not in the

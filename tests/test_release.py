@@ -16,15 +16,14 @@ each source and fails on each release.
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from tools.demo import child_env
-from tools.make_submissions import region_of, solution_cells, solution_lines
+from grader_tests.config import nbgrader_env
+from grader_tests.regions import region_of, solution_cells
+from tests.helpers import ROOT, attention_solution_lines
 
-ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = ("attention", "training")
 
 
@@ -38,7 +37,7 @@ def paths(assignment):
 
 def nbgrader(cwd, *args):
     """Run ``nbgrader ARGS`` in ``cwd``; stdout and stderr together as text."""
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=child_env(),
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600, check=False)
 
@@ -51,7 +50,7 @@ def secret_lines(assignment):
     """Lines (stripped, with a letter or digit) no student may see in the release."""
     source_path = paths(assignment)[0]
     if assignment == "attention":
-        return solution_lines(source_path)
+        return attention_solution_lines()
     source = nbformat.read(str(source_path), as_version=4)
     solutions = solution_cells(source)
     secret = {line.strip() for cell in solutions.values()

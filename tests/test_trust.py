@@ -30,9 +30,8 @@ from grader_tests.core import POINTS
 from grader_tests.sandbox import grade_isolated
 from tests.catalogue import REFERENCE_SOURCE
 from tests.catalogue.attacks import ATTACKS
-from tests.course import correct_notebook, kit_env
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADED = ["softmax", "causal_mask"]
 # Written by grading itself, not by a submission: left out of the course's checksum.
 GRADING_OUTPUTS = ("gradebook.db", "autograded", "feedback", "batch_log.jsonl", ".hypothesis",
@@ -101,7 +100,7 @@ def listener():
 def attack_code(name: str, course: str, marker: str, port: int) -> str:
     """The attack's source with its placeholders filled in."""
     source = textwrap.dedent(ATTACKS[name]["source"])
-    return (source.replace("{course}", course).replace("{kit}", ROOT)
+    return (source.replace("{course}", course).replace("{kit}", str(ROOT))
             .replace("{marker}", marker).replace("{port}", str(port)))
 
 

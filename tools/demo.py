@@ -52,6 +52,10 @@ import sys
 import time
 from pathlib import Path
 
+# child_env: the environment of nbgrader and, through it, of the kernels
+from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
+from grader_tests.config import nbgrader_env as child_env
+
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,25 +73,6 @@ def log(message):
     print(message, flush=True)
 
 
-def child_env():
-    """Environment of nbgrader and, through it, of the kernels.
-
-    This interpreter's scripts first on ``PATH`` (nbgrader runs ``alembic`` when it creates
-    a gradebook), one BLAS thread per kernel (one kernel per core), the venv's kernel spec
-    before any per-user one, and no debugger start-up warning on the kernels' stderr.
-    """
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.update({
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "JUPYTER_PREFER_ENV_PATH": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    })
-    return env
-
-
 def nbgrader(root, *args, timeout=None):
     """Run the command line ``nbgrader ARGS`` in ``root`` with this interpreter.
 
@@ -102,21 +87,6 @@ def nbgrader(root, *args, timeout=None):
         cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, timeout=timeout, check=False,
     )
-
-
-def nbgrader_config(root):
-    """The traitlets config of ``root/nbgrader_config.py`` (what the command line reads)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-
-
-def course_directory(root, config=None):
-    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` (or ``config``)
-    configures it."""
-    from nbgrader.coursedir import CourseDirectory
-
-    return CourseDirectory(config=config or nbgrader_config(root))
 
 
 def is_example_course(coursedir) -> bool:

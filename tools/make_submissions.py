@@ -58,7 +58,9 @@ from pathlib import Path
 
 import nbformat
 
+from grader_tests import regions
 from grader_tests.core import grade_id
+from grader_tests.regions import BEGIN, END, region_of, solution_cells  # noqa: F401  (re-exported)
 from solutions import attention as reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +81,6 @@ EARLY_FIRST = datetime.timedelta(days=2)
 # ... except the late one: submitted this long after the due date.
 LATE = {"student_heads_merged_wrong": datetime.timedelta(hours=3)}
 
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # nbgrader's default code stub
 DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
@@ -150,23 +151,9 @@ TRAP_FUNCTION = {
 # Solution regions.
 
 
-def region_of(text):
-    """The lines strictly between ``### BEGIN SOLUTION`` and ``### END SOLUTION``.
-
-    Raises:
-        ValueError: if ``text`` does not hold exactly one such region.
-    """
-    lines = text.splitlines()
-    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
-    ends = [i for i, line in enumerate(lines) if line.strip() == END]
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise ValueError("expected exactly one solution region")
-    return "\n".join(lines[begins[0] + 1:ends[0]]) + "\n"
-
-
 def reference_region(name):
     """The solution region of reference function ``name`` (indented as in its body)."""
-    return region_of(inspect.getsource(getattr(reference, name)))
+    return regions.reference_region(reference, name)
 
 
 def reference_function(name):
@@ -179,11 +166,7 @@ def solution_lines(source_path=SOURCE):
     """Every line with a letter or digit in it of every solution region, stripped: the
     reference functions' and the instructor notebook's (the exercises'). None may show in
     what students receive."""
-    regions = [reference_region(name) for name in reference.SPEC_FUNCTIONS]
-    source = nbformat.read(str(source_path), as_version=4)
-    regions += [region_of(cell.source) for cell in solution_cells(source).values()]
-    return {line.strip() for region in regions for line in region.splitlines()
-            if any(ch.isalnum() for ch in line)}
+    return regions.solution_lines(reference, source_path)
 
 
 def apply_bug(region, bug):
@@ -216,12 +199,6 @@ def fill(cell_source, region):
             filled = lines[:i] + body + lines[i + 2:]
             return "\n".join(filled) + ("\n" if cell_source.endswith("\n") else "")
     raise ValueError("no nbgrader stub in this cell")
-
-
-def solution_cells(nb):
-    """``{grade_id: cell}`` of the solution cells of a notebook."""
-    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
 
 
 # ---------------------------------------------------------------------------------------
