@@ -1,6 +1,6 @@
 """The batch grader on a Dask cluster with a PostgreSQL gradebook (issue 7).
 
-Real servers on loopback, started and stopped here (``tools/services.py``): Debian's
+Real servers on loopback, started and stopped here (``tests/services.py``): Debian's
 PostgreSQL in a temporary data directory, and ``dask scheduler`` with two single-threaded
 ``dask worker`` processes. Skipped only when PostgreSQL's ``initdb``/``pg_ctl`` are not
 installed (``tools/ci_services.sh`` installs them for CI).

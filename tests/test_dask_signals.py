@@ -1,6 +1,6 @@
 """A stopped batch leaves nothing running on the Dask path either (issue 17).
 
-A local Dask cluster (``tools/services.py``: a scheduler and two single-threaded workers on
+A local Dask cluster (``tests/services.py``: a scheduler and two single-threaded workers on
 loopback) grades part of the example class for ``python -m grader_tests batch
 --scheduler``. SIGINT, SIGTERM, SIGHUP or SIGKILL of that coordinator during grading ends
 every grading process and jail it had the workers start (a cancelled task kills its
