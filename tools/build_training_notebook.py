@@ -145,7 +145,7 @@ def constants(wanted: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def attention_fingerprints():
+def attention_fingerprints() -> dict[str, str]:
     """SHA-256 of the setup and visible-test cells of the attention notebook, by grade id."""
     notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
     cells = {}
@@ -162,7 +162,7 @@ def attention_fingerprints():
             for w in wanted}
 
 
-def gate_source():
+def gate_source() -> str:
     """The gate cell: the template with the function names and fingerprints filled in."""
     hashes = attention_fingerprints()
     body = "{\n" + "".join(f'    "{k}": "{v}",\n' for k, v in hashes.items()) + "}"
