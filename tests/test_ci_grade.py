@@ -88,6 +88,7 @@ def test_grading_exits_2_when_the_kit_is_broken(tmp_path):
     assert "the kit failed" in summary.read_text()
 
 
+@pytest.mark.slow  # runs nbgrader
 def test_grading_exits_2_when_nbgrader_cannot_release(tmp_path):
     """A broken nbgrader_config.py: generate_assignment fails, so does the run."""
     course = copy_course(tmp_path)
@@ -107,6 +108,7 @@ def visible_table(summary):
     return rows
 
 
+@pytest.mark.slow  # runs the whole notebook in a kernel
 def test_visible_only_on_a_correct_notebook(tmp_path):
     summary = tmp_path / "step_summary.md"
     notebook = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
@@ -121,6 +123,7 @@ def test_visible_only_on_a_correct_notebook(tmp_path):
     assert "require_implemented" not in text  # hidden-check cells are not run
 
 
+@pytest.mark.slow  # runs the whole notebook in a kernel
 def test_visible_only_on_the_stubs(tmp_path):
     summary = tmp_path / "step_summary.md"
     notebook = ROOT / "release" / "attention" / "attention.ipynb"

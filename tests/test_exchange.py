@@ -193,6 +193,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     assert not (course / "submitted" / "bob" / "training").exists()
 
 
+@pytest.mark.slow  # runs nbgrader zip_collect
 def test_zip_collect_files_a_canvas_download_under_each_student(tmp_path):
     """``nbgrader zip_collect attention`` on an archive named the way Canvas names a
     "download submissions" archive's files: each notebook goes to
@@ -246,6 +247,7 @@ def test_students_install_what_the_graders_use():
     assert "python -m pip install -r requirements-student.txt" in students
 
 
+@pytest.mark.slow  # runs jupyter's commands
 def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
     """The README's JupyterLab commands for a student's environment, run at the user level
     of a scratch Jupyter configuration (``--level=user`` for ``--level=sys_prefix``): the
@@ -284,6 +286,7 @@ def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
 # --- the unlock command and the exchange, without nbgrader's autograde --------------------
 
 
+@pytest.mark.slow  # runs nbgrader's exchange
 def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_path,
                                                                              gradebooks):  # noqa: F811  (the fixture)
     """unlock(..., exchange=...) releases `training` to a course of each passing student's

@@ -238,6 +238,7 @@ def test_loader_refuses_what_is_not_a_notebook(tmp_path):
         load(str(tmp_path / "missing.ipynb"))
 
 
+@pytest.mark.slow  # grades a whole submission in a jail through the command line
 def test_cli_json_report(tmp_path):
     sub = tmp_path / "submission.py"
     sub.write_text(ATTENTION_SOURCE + EXERCISE_ANSWERS + textwrap.dedent("""

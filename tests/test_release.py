@@ -78,6 +78,7 @@ def regenerated(assignment, tmp_path_factory):
     return course / "release" / assignment
 
 
+@pytest.mark.slow  # runs nbgrader generate_assignment
 def test_release_is_what_nbgrader_generates_from_the_source(assignment, regenerated):
     SOURCE, RELEASE_DIR, RELEASE, REGENERATE = paths(assignment)
     committed = nbformat.read(str(RELEASE), as_version=4)
@@ -92,6 +93,7 @@ def test_release_is_what_nbgrader_generates_from_the_source(assignment, regenera
         encoding="utf-8"), f"same cells, different file; regenerate: {REGENERATE}"
 
 
+@pytest.mark.slow  # runs nbgrader generate_assignment
 def test_release_holds_the_files_nbgrader_releases(assignment, regenerated):
     RELEASE_DIR = paths(assignment)[1]
     def files(folder):
@@ -122,6 +124,7 @@ def test_every_solution_cell_of_the_release_is_a_stub(assignment):
         assert "raise NotImplementedError()" in cell.source, grade_id_of(cell)
 
 
+@pytest.mark.slow  # runs the whole notebook (nbgrader validate)
 def test_nbgrader_validate_passes_on_the_source(assignment, tmp_path):
     # a copy, so that nothing the kernel leaves behind lands beside the source notebook;
     # laid out as in source/ (the training notebook's gate opens only on the attention
@@ -137,6 +140,7 @@ def test_nbgrader_validate_passes_on_the_source(assignment, tmp_path):
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout[-3000:]
 
 
+@pytest.mark.slow  # runs the whole release (nbgrader validate)
 def test_nbgrader_validate_invert_fails_every_test_of_the_release(assignment, tmp_path):
     release = paths(assignment)[2]
     shutil.copy(release, tmp_path / release.name)

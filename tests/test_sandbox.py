@@ -118,6 +118,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_isolated_grading_survives(case, tmp_path):
     import os

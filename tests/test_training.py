@@ -633,6 +633,7 @@ SANDBOXED = dict(
     + [(f"stub: {name}", (name, [STUBS])) for name in POINTS_TRAINING])
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", sorted(SANDBOXED))
 def test_sandbox_gives_the_verdicts_of_in_process_grading(case, tmp_path):
     """Every planted bug, correct variant and stub, graded with its code in the sandbox
@@ -990,7 +991,9 @@ def _cli(path, capsys, *extra):
     return json.loads(capsys.readouterr().out)
 
 
-MODES = pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["isolated", "in-process"])
+# the isolated half grades the whole notebook in a jail: the slow lane
+MODES = pytest.mark.parametrize("mode", [pytest.param([], marks=pytest.mark.slow), ["--in-process"]],
+                                ids=["isolated", "in-process"])
 
 
 @MODES

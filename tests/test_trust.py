@@ -117,6 +117,7 @@ def fake_course(folder) -> None:
     (folder / "README.md").write_text("course\n")
 
 
+@pytest.mark.slow  # one jail per attack
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_an_attack_in_the_jail_gains_nothing_and_changes_nothing(name, tmp_path, listener):
     course = tmp_path / "course"
@@ -273,6 +274,7 @@ def test_the_class_of_attacks_through_batch_and_autograde(attacked_class, listen
         assert "secret-of-the-grader" not in autograded, student
 
 
+@pytest.mark.slow  # one jail per name
 @pytest.mark.parametrize("asked", ["softmax", "__setattr__", "f1", "layer_norm_forward"])
 def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
     """A submission that speaks the worker's protocol itself and asks the grader for a
@@ -297,7 +299,8 @@ def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
     assert flags == [] and all(r.score == r.max_score for r in results.values())
 
 
-@pytest.mark.parametrize("mode", ["in-process", "isolated"])
+# the isolated half: one jail per case
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("isolated", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", sorted(__import__("tests.catalogue.machinery",
                                                    fromlist=["GAMED"]).GAMED))
 def test_the_graders_machinery_does_no_students_work(case, mode):
@@ -322,6 +325,7 @@ def test_the_graders_machinery_does_no_students_work(case, mode):
             (c.name, c.fault) for c in results[name].checks if c.passed])
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", ["announces a message and never sends it",
                                   "announces a message of gigabytes"])
 def test_the_framing_of_the_socket_cannot_hold_or_flood_the_grader(case, tmp_path):
