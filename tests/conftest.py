@@ -1,4 +1,5 @@
-"""Session-wide checks of the kit's test suite.
+"""Session-wide checks of the kit's test suite, and the fixtures its modules share (the
+helpers they share are in ``tests/helpers.py``).
 
 No test may leave a process behind: at the end of the session (in the controlling process
 under pytest-xdist), every process this session started (it carries the session's mark in
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, release_course
+from tests.helpers import release_course
 
 # Command-line fragments of the processes the kit's tests start.
 KIT_PROCESSES = ("grader_tests", "nbgrader", "bwrap", "ipykernel", "dask", "postgres",
@@ -97,9 +98,3 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ``source/attention/`` and ``nbgrader_config.py``, then ``nbgrader generate_assignment``),
     one per test module that asks for it; a module may define its own ``course``."""
     return release_course(tmp_path_factory.mktemp("course"))
-
-
-@pytest.fixture(scope="session")
-def root() -> Path:
-    """The repository's root folder (``tests.helpers.ROOT``)."""
-    return ROOT
