@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("rest", nargs=argparse.REMAINDER)
     for stream in (sys.stdout, sys.stderr):  # a console that cannot show a character
         try:                                  # (cp1252 and a student's "√") gets "?"
-            stream.reconfigure(errors="replace")
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
     if argv is None:

@@ -82,7 +82,7 @@ def resolver(conn, table):
     return resolve
 
 
-STATE = {}  # conn, table, prepare(name): what serve() needs
+STATE: dict = {}  # conn, table, prepare(name): what serve() needs
 
 
 def send(conn, message, table):

@@ -73,7 +73,8 @@ class JoinDuplicateCells(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict):
         first: dict[str, NotebookNode] = {}
-        kept, ids = [], set()
+        kept: list[NotebookNode] = []
+        ids: set[str] = set()
         for cell in nb.cells:
             meta = nbgrader_metadata(cell)  # (a student's notebook: any shape)
             grade_id = meta.get("grade_id")
@@ -113,7 +114,7 @@ class JailedKernelManager(AsyncKernelManager):
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
-        self._jail_parent = jail.scratch_folder("kernel")
+        self._jail_parent: str | None = jail.scratch_folder("kernel")
         weakref.finalize(self, shutil.rmtree, self._jail_parent, True)  # a failed start too
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
@@ -155,7 +156,7 @@ class JailedKernelManager(AsyncKernelManager):
 
     async def _async_post_start_kernel(self, **kw: Any) -> None:
         # The grader's side connects to the sockets through the jail's root.
-        pid = self.provisioner.process.pid  # bwrap's (jupyter_client's LocalProvisioner)
+        pid = self.provisioner.process.pid  # type: ignore[union-attr]  # bwrap's (jupyter_client's LocalProvisioner)
         view = await asyncio.to_thread(jail.inside_path, pid, self._jail_sockets)
         self.ip = os.path.join(view, "kernel")
         await super()._async_post_start_kernel(**kw)
@@ -164,7 +165,7 @@ class JailedKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         jail.reap(getattr(self, "_jail_uid", None))
         if not restart and getattr(self, "_jail_parent", None):
-            shutil.rmtree(self._jail_parent, ignore_errors=True)
+            shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]
             self._jail_parent = None
 
 
@@ -220,10 +221,11 @@ class JailedExecute(Execute):
     def preprocess(self, nb: NotebookNode, resources: dict, retry: int | None = None):
         from .feedback import clean_notebook
 
-        self._stopped_at = None
+        self._stopped_at: int | None = None
         self._language = config_language(self.config)  # of the notes written in the cells
         self._kept_bytes, self._kept_outputs, self._capped = 0, 0, False
-        self._run_started, self._over_time_at = None, None
+        self._run_started: float | None = None
+        self._over_time_at: int | None = None
         self._last_graded_in_kernel = max(
             (i for i, c in enumerate(nb.cells) if self._graded_in_kernel(c)), default=-1)
         nb, resources = super().preprocess(nb, resources, retry)

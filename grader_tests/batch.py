@@ -285,7 +285,7 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
                 log.append(rec)
                 recorder.write(rec)
                 continue
-        recorder.expect(student, path, digest, note)
+        recorder.expect(student, path, digest, note)  # type: ignore[arg-type]  # path: read
         jobs.append((student, path))
     return jobs
 
@@ -395,10 +395,10 @@ def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed
             for student, record in records:
                 recorder.finish(student, record)
                 if bar is not None:
-                    bar.advance(task)
+                    bar.advance(task)  # type: ignore[arg-type]  # set with bar
     except BaseException as exc:
         if held and not getattr(exc, "tasks_still_held", None):
-            exc.tasks_still_held = held  # for the batch's last words (``interrupted``)
+            exc.tasks_still_held = held  # type: ignore[attr-defined]  # the batch's last words
         raise
     finally:
         if bar is not None:

@@ -1,10 +1,13 @@
 """The course's configuration as the kit reads it: ``nbgrader_config.py`` of the course
-folder, loaded the way nbgrader loads it (traitlets' ``PyFileConfigLoader``)."""
+folder, loaded the way nbgrader loads it (traitlets' ``PyFileConfigLoader``); and the
+environment nbgrader's commands run in when the kit starts them."""
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
+from typing import Any
 
 from .submission import DEFAULT_ALLOWED_MODULES, is_available  # noqa: F401  (re-exported)
 
@@ -51,3 +54,45 @@ def allowed_modules(root: str | None = None) -> tuple[str, ...]:
     except OSError:
         stamp = None
     return _allowed_in(root, stamp)
+
+
+def nbgrader_env() -> dict[str, str]:
+    """The environment of nbgrader's commands and, through them, of the kernels: this
+    process's environment with this interpreter's scripts first on ``PATH`` (nbgrader runs
+    ``alembic`` when it creates a gradebook), one BLAS thread per kernel (one kernel per
+    core), the virtual environment's kernel spec before any per-user one, and no debugger
+    start-up warning on the kernels' stderr."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update({
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "JUPYTER_PREFER_ENV_PATH": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+    })
+    return env
+
+
+def nbgrader_config(root: str | os.PathLike[str]) -> Any:
+    """The traitlets ``Config`` of ``root/nbgrader_config.py``, as nbgrader's command line
+    reads it (an empty one without the file).
+
+    Raises:
+        Whatever executing the configuration file raises (a syntax error in it).
+    """
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+def course_directory(root: str | os.PathLike[str], config: Any = None) -> Any:
+    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` (or the traitlets
+    ``config`` given) configures it.
+
+    Raises:
+        Whatever executing the configuration file raises (a syntax error in it).
+    """
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=config or nbgrader_config(root))

@@ -52,7 +52,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Generator
 from multiprocessing.connection import Connection
 
 from .assignments import DEFAULT
@@ -363,7 +363,7 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
                      worker_wait: float = WORKER_WAIT,
                      assignment: str = DEFAULT_ASSIGNMENT,
                      held_on_stop: dict | None = None,
-                     language: str = "en") -> Iterator[tuple[str, dict]]:
+                     language: str = "en") -> Generator[tuple[str, dict], None, None]:
     """Grade ``jobs`` on the Dask cluster of ``scheduler``; yield each student's record.
 
     Args:
@@ -397,8 +397,8 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
     with Client(scheduler, timeout="30s") as client:
         client.wait_for_workers(1, timeout=worker_wait)
         queue = list(reversed(jobs))  # pop() takes the first job
-        history = {}  # student -> [reasons of failed attempts]
-        runs = {}  # student -> attempts used
+        history: dict[str, list[str]] = {}  # student -> [reasons of failed attempts]
+        runs: dict[str, int] = {}  # student -> attempts used
         meta = {}  # future -> (student, path, sha256 of the bytes sent)
         running = as_completed()
 
@@ -455,7 +455,7 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
             # holds one. What finished is in the log and the gradebook.
             held = stop_tasks(client, list(meta))
             if held:
-                exc.tasks_still_held = held  # for the batch's last words
+                exc.tasks_still_held = held  # type: ignore[attr-defined]  # for the batch's last words
                 if held_on_stop is not None:
                     held_on_stop.update(held)
                 print(f"warning: after {STOP_WAIT:g} s, workers still hold cancelled tasks: "

@@ -152,7 +152,7 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
 def given_code(root: str) -> set[str]:
     """Sources of the code cells the kit itself hands out (``release/*/*.ipynb`` under
     ``root``): a cell left as given is the kit's code, not evidence against a student."""
-    given = set()
+    given: set[str] = set()
     release = os.path.join(root, "release")
     for folder in sorted(os.listdir(release)) if os.path.isdir(release) else ():
         for name in sorted(os.listdir(os.path.join(release, folder))):

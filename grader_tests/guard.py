@@ -218,7 +218,8 @@ STUDENT_RECURSION = 400
 def shallow_recursion(frames: int = STUDENT_RECURSION):
     """Lower the interpreter's recursion limit to the current depth plus ``frames`` for the
     code inside (restored after)."""
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: types.FrameType | None = sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     previous = sys.getrecursionlimit()
@@ -536,7 +537,7 @@ class CalleeTooLarge(MemoryError):
 def _shape(value: object) -> tuple[int, ...]:
     """``np.shape(value)``, or ``()`` for a value that is no array (ragged, an object)."""
     try:
-        return tuple(int(n) for n in np.shape(value))
+        return tuple(int(n) for n in np.shape(value))  # type: ignore[call-overload]
     except Exception:
         return ()
 
@@ -544,7 +545,7 @@ def _shape(value: object) -> tuple[int, ...]:
 def _count(value: object) -> int:
     """A non-negative int for an integer argument (a length, a number of heads), else 0."""
     try:
-        return max(int(operator.index(value)), 0)
+        return max(int(operator.index(value)), 0)  # type: ignore[arg-type]
     except Exception:
         return 0
 

@@ -318,7 +318,7 @@ def rigged_object(value: object, opaque: Iterable[int] = ()) -> str | None:
     else:
         items = [value]
     budget = [RIGGED_MAX_OBJECTS]
-    kinds = {}
+    kinds: dict = {}
     for item in items:
         found = _rigged_value(item, 0, budget, kinds)
         if found:

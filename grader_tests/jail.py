@@ -39,7 +39,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 # Environment variables a jailed process may inherit from the grader (values only of
@@ -173,7 +173,7 @@ class Command:
     """
 
     argv: list[str]
-    preexec: object
+    preexec: Callable[[], object] | None
     uid: int | None = None
 
 
@@ -231,7 +231,7 @@ def _under(path: str, folder: str) -> bool:
 def python_roots() -> list[str]:
     """Folders of the running Python to bind read-only: its base installation and the
     virtual environment (each once, none under ``/usr``, which is bound whole)."""
-    roots = []
+    roots: list[str] = []
     for p in (sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))):
         p = os.path.realpath(p)
         if os.path.basename(p) == "bin" and p != os.path.realpath(sys.prefix):
@@ -480,7 +480,7 @@ def sweep_stale_folders(folder: str | None = None) -> list[str]:
 
     folder = folder or tempfile.gettempdir()
     pattern = re.compile(rf"^{re.escape(SCRATCH_PREFIX)}[a-z]+-(\d+)-")
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(folder)
     except OSError:

@@ -10,7 +10,7 @@ jails with them.
 
 import concurrent.futures
 import multiprocessing
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from .job import die_with_parent, grade_job, grading_error_record
 
@@ -26,7 +26,7 @@ def kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 
 
 def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
-                  jailed: bool = True, language: str = "en") -> Iterator[tuple[str, dict]]:
+                  jailed: bool = True, language: str = "en") -> Generator[tuple[str, dict], None, None]:
     """Grade ``jobs`` in a pool of ``workers`` processes, one fresh process per job.
 
     Args:

@@ -220,8 +220,8 @@ class _Rebinder:
         if isinstance(obj, (staticmethod, classmethod)):
             return self._remember(obj, type(obj)(self.value(obj.__func__, depth + 1)))
         if isinstance(obj, property):
-            return self._remember(obj, property(*(self.value(f, depth + 1) for f in
-                                                  (obj.fget, obj.fset, obj.fdel)), obj.__doc__))
+            fget, fset, fdel = (self.value(f, depth + 1) for f in (obj.fget, obj.fset, obj.fdel))
+            return self._remember(obj, property(fget, fset, fdel, obj.__doc__))
         if type(obj) in _CONTAINERS or type(obj) is types.SimpleNamespace:
             return self._container(obj, depth)
         if isinstance(obj, type):

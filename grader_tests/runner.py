@@ -14,6 +14,7 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from solutions import attention as reference
 
@@ -79,6 +80,7 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
     registered = CHECKS[name]
     started = time.perf_counter()
     results: list[CheckResult] = []
+    target: Any
     if name.startswith("exercise_"):
         target = namespace  # exercises are graded on the variables the student assigned
     else:

@@ -100,8 +100,8 @@ def exception_class(mro_names: list[str]) -> type[Exception] | None:
 
 # Record classes this side rebuilds by name (the grader registers its model configuration;
 # the student's process registers none and gets look-alike frozen dataclasses).
-RECORDS = {}
-_LOOKALIKES = {}
+RECORDS: dict[str, type] = {}
+_LOOKALIKES: dict[tuple, type] = {}
 
 
 def register_record(cls):

@@ -35,9 +35,16 @@ def softmax(scores, axis=-1):
         axis: int, the axis to normalise over (default: the last one, the keys).
 
     Returns:
-        float array, same shape and dtype as ``scores``; every slice along ``axis`` sums to
-        1, entries equal to ``-inf`` get weight exactly 0, and a slice that is all ``-inf``
-        gives all zeros (never NaN).
+        float array, same shape as ``scores``; its dtype is that of ``scores`` when it is a
+        floating dtype (float16, float32, float64 kept), float64 otherwise (integers and
+        booleans become float64). Every slice along ``axis`` sums to 1, entries equal to
+        ``-inf`` get weight exactly 0, and a slice that is all ``-inf`` gives all zeros
+        (never NaN).
+
+    Raises:
+        numpy.exceptions.AxisError: if ``axis`` is out of range for ``scores``.
+        ValueError: if ``scores`` has length 0 along ``axis`` (and other entries on the
+            remaining axes), or holds values that are not numbers (strings).
     """
     ### BEGIN SOLUTION
     scores = np.asarray(scores)
@@ -59,6 +66,10 @@ def causal_mask(T):
 
     Returns:
         bool array ``(T, T)``, ``[i, j]`` True iff ``j <= i`` (query ``i``, key ``j``).
+
+    Raises:
+        ValueError: if ``T < 0``.
+        TypeError: if ``T`` is not an integer.
     """
     ### BEGIN SOLUTION
     return np.tril(np.ones((T, T), dtype=bool))
@@ -74,6 +85,9 @@ def padding_mask(lengths, T):
 
     Returns:
         bool array ``(B, T)``, ``[b, t]`` True iff ``t < lengths[b]`` (a real token).
+
+    Raises:
+        TypeError: if ``lengths`` holds values that do not compare with integers (strings).
     """
     ### BEGIN SOLUTION
     lengths = np.asarray(lengths).reshape(-1)
@@ -90,6 +104,10 @@ def combine_masks(causal, padding):
 
     Returns:
         bool array ``(B, T, T)``: ``[b, i, j] = causal[i, j] and padding[b, j]``.
+
+    Raises:
+        IndexError: if ``causal`` or ``padding`` has fewer than two axes.
+        ValueError: if the two masks' ``T`` differ (their shapes do not broadcast).
     """
     ### BEGIN SOLUTION
     causal = np.asarray(causal, dtype=bool)
@@ -114,6 +132,11 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
     Returns:
         ``(out, weights)``: ``out`` float ``(..., T_q, d_v)``, ``weights`` float
         ``(..., T_q, T_k)`` whose rows sum to 1 (rows that are fully masked are all 0).
+
+    Raises:
+        ValueError: if the shapes do not fit (``K``'s ``d_k`` differs from ``Q``'s, ``V``'s
+            ``T_k`` from ``K``'s, leading axes that do not broadcast) or ``mask`` does not
+            broadcast to ``(..., T_q, T_k)``.
     """
     ### BEGIN SOLUTION
     d_k = Q.shape[-1]
@@ -142,7 +165,7 @@ def split_heads(M, n_heads):
         ``k*d_h .. (k+1)*d_h - 1`` of ``M``.
 
     Raises:
-        ValueError: if ``d % n_heads != 0``.
+        ValueError: if ``M`` is not 3-D, or ``n_heads <= 0``, or ``d % n_heads != 0``.
     """
     ### BEGIN SOLUTION
     B, T, d = M.shape
@@ -162,7 +185,10 @@ def merge_heads(M):
         M: float ``(B, h, T, d_h)``.
 
     Returns:
-        float ``(B, T, h * d_h)``.
+        float ``(B, T, h * d_h)``, the dtype of ``M``.
+
+    Raises:
+        ValueError: if ``M`` is not 4-D.
     """
     ### BEGIN SOLUTION
     B, h, T, d_h = M.shape
@@ -188,7 +214,8 @@ def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
         ``(Y, weights)``: ``Y`` float ``(B, T, d)``, ``weights`` float ``(B, h, T, T)``.
 
     Raises:
-        ValueError: if ``d % n_heads != 0``.
+        ValueError: if ``d % n_heads != 0``, or the weights' or the mask's shapes do not
+            fit ``X``.
     """
     ### BEGIN SOLUTION
     Q = split_heads(X @ W_Q, n_heads)  # (B, T, d) -> (B, h, T, d_h)
@@ -215,7 +242,10 @@ def sinusoidal_positions(T, d):
         d: int, width.
 
     Returns:
-        float64 array ``(T, d)``.
+        float64 array ``(T, d)`` (angles in radians; values in ``[-1, 1]``).
+
+    Raises:
+        ValueError: if ``T < 0`` or ``d < 0``.
     """
     ### BEGIN SOLUTION
     positions = np.arange(T, dtype=np.float64)[:, None]  # (T, 1)
@@ -242,6 +272,10 @@ def layer_norm_forward(x, gamma, beta, eps=1e-5):
     Returns:
         ``(y, cache)``: ``y`` float ``(..., d)``; ``cache`` whatever
         ``layer_norm_backward`` needs.
+
+    Raises:
+        ValueError: if ``gamma`` or ``beta`` does not broadcast with ``x`` (its length is
+            not ``d``).
     """
     ### BEGIN SOLUTION
     mean = x.mean(axis=-1, keepdims=True)
@@ -268,6 +302,10 @@ def layer_norm_backward(dy, cache):
     Returns:
         ``(dx, dgamma, dbeta)``: ``dx`` float ``(..., d)``; ``dgamma`` and ``dbeta`` float
         ``(d,)``, summed over every leading axis.
+
+    Raises:
+        KeyError: if ``cache`` is not what ``layer_norm_forward`` returned (an entry lacks).
+        ValueError: if ``dy``'s shape is not that of the forward's ``y``.
     """
     ### BEGIN SOLUTION
     xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
@@ -304,7 +342,9 @@ def attention_forward(x, params, n_heads, causal=True, scale=True):
         ``attention_backward`` needs.
 
     Raises:
-        ValueError: if ``d % n_heads != 0``.
+        ValueError: if ``x`` is not 3-D, or ``d % n_heads != 0``, or a parameter's shape does
+            not fit ``d``.
+        KeyError: if ``params`` lacks one of the eight parameters.
     """
     ### BEGIN SOLUTION
     B, T, d = x.shape
@@ -338,6 +378,10 @@ def attention_backward(dy, cache):
         ``(dx, grads)``: ``dx`` float ``(B, T, d)``; ``grads`` a dict with the same keys and
         shapes as ``params``: ``W_Q, W_K, W_V, W_O`` ``(d, d)``, ``b_Q, b_K, b_V, b_O``
         ``(d,)``.
+
+    Raises:
+        KeyError: if ``cache`` is not what ``attention_forward`` returned (an entry lacks).
+        ValueError: if ``dy``'s shape is not that of the forward's ``y``.
     """
     ### BEGIN SOLUTION
     x, Q, K, V, P, O = (cache[k] for k in ("x", "Q", "K", "V", "P", "O"))
@@ -373,6 +417,9 @@ def block_param_count(d, d_ff=None):
 
     Returns:
         int, number of scalar parameters.
+
+    Raises:
+        TypeError: if ``d`` (or ``d_ff``, when given) is not a number.
     """
     ### BEGIN SOLUTION
     if d_ff is None:
@@ -396,6 +443,9 @@ def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_eleme
 
     Returns:
         int, bytes.
+
+    Raises:
+        TypeError: if an argument is not a number (``None``).
     """
     ### BEGIN SOLUTION
     return int(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_element)

@@ -310,6 +310,11 @@ def block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
         attention's input), ``"ffn_in"`` ``(B, T, d)`` (the FFN's input ``u``),
         ``"ffn_pre"`` ``(B, T, d_ff)`` (``u W1 + b1``, before the ReLU),
         ``"ffn_hidden"`` ``(B, T, d_ff)`` (after the ReLU), ``"W1"``, ``"W2"``.
+
+    Raises:
+        KeyError: if ``params`` lacks one of ``BLOCK_KEYS``.
+        ValueError: if the shapes do not fit (``x`` not ``(B, T, d)`` with ``d`` the
+            parameters' width, ``d % n_heads != 0``), as ``ops`` raises it.
     """
     attn_params = {key: params[key] for key in ATTENTION_KEYS}
     cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
@@ -358,6 +363,10 @@ def block_backward(dy, cache, ops):
     Returns:
         ``(dx, grads)``: ``dx`` float ``(B, T, d)``; ``grads`` a dict keyed by
         ``BLOCK_KEYS`` with the shapes of the block's parameters.
+
+    Raises:
+        KeyError: if ``cache`` is not what ``block_forward`` returned (an entry lacks).
+        ValueError: if ``dy``'s shape is not that of the block's output.
     """
     ### BEGIN SOLUTION
     grads = {}
@@ -447,6 +456,10 @@ def model_backward(dlogits, cache, ops):
 
     Returns:
         dict with the keys and shapes of ``cache["params"]``.
+
+    Raises:
+        KeyError: if ``cache`` is not what ``model_forward`` returned (an entry lacks).
+        ValueError: if ``dlogits``' shape is not that of the logits.
     """
     params, config = cache["params"], cache["config"]
     V, d = params["W_out"].shape[1], params["W_out"].shape[0]
@@ -542,6 +555,11 @@ def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
     Returns:
         ``(new_params, new_state)``: new dicts of new arrays (the inputs are left
         untouched), dtypes as in ``params``; ``new_state["t"] = state["t"] + 1``.
+
+    Raises:
+        KeyError: if ``grads``, ``state["m"]`` or ``state["v"]`` lacks a name of ``params``,
+            or ``state`` lacks ``"t"``, ``"m"`` or ``"v"``.
+        ValueError: if a gradient's shape does not broadcast with its parameter's.
     """
     ### BEGIN SOLUTION
     t = state["t"] + 1
@@ -583,6 +601,10 @@ def greedy_generate(params, prompts, n_new, config, ops):
     Returns:
         ``(tokens, logits)``: ``tokens`` int64 ``(B, n_new)``, the generated tokens;
         ``logits`` float ``(B, n_new, V)``, the logits each token was chosen from.
+
+    Raises:
+        ValueError: if ``n_new < 1`` (no token to stack), or the sequence grows past
+            ``config.max_len`` with positions (``ops.model_forward`` refuses it).
     """
     ### BEGIN SOLUTION
     sequence = np.array(prompts, dtype=np.int64)                   # (B, T0), a copy

@@ -1,4 +1,5 @@
-"""Session-wide checks of the kit's test suite.
+"""Session-wide checks of the kit's test suite, and the fixtures its modules share (the
+helpers they share are in ``tests/helpers.py``).
 
 No test may leave a process behind: at the end of the session (in the controlling process
 under pytest-xdist), every process this session started (it carries the session's mark in
@@ -13,8 +14,11 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+
+from tests.helpers import release_course
 
 # Command-line fragments of the processes the kit's tests start.
 KIT_PROCESSES = ("grader_tests", "nbgrader", "bwrap", "ipykernel", "dask", "postgres",
@@ -83,3 +87,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if lines:
         print("\nprocesses left behind by the test session (now killed):\n" + "\n".join(lines))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- fixtures shared by the test modules --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A course folder with `attention` released into its own gradebook (the kit's
+    ``source/attention/`` and ``nbgrader_config.py``, then ``nbgrader generate_assignment``),
+    one per test module that asks for it; a module may define its own ``course``."""
+    return release_course(tmp_path_factory.mktemp("course"))

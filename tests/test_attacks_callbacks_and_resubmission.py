@@ -32,9 +32,8 @@ from grader_tests import jail
 from grader_tests.core import POINTS
 from grader_tests.guard import CALLBACK_MAX_ELEMENTS, CalleeTooLarge, callee_elements, \
     check_callee_size
-from tests.course import correct_notebook, kit_env
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_jail = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
 

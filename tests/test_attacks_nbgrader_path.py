@@ -17,7 +17,6 @@ feedback page):
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,9 +30,8 @@ from grader_tests import jail
 from grader_tests.autograde import JailedExecute, NoteChosenNotebook
 from grader_tests.feedback import (SanitizeStudentMarkdown, clean_notebook,
                                    clean_output_metadata, image_side)
-from tests.course import correct_notebook, kit_env
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 needs_jail = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
@@ -166,18 +164,7 @@ def test_every_part_of_a_kernel_message_counts_against_the_budget():
 # --- through nbgrader: autograde, then generate_feedback ---------------------------------
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """A course folder with `attention` released into its own gradebook."""
-    root = tmp_path_factory.mktemp("course")
-    shutil.copytree(os.path.join(ROOT, "source"), root / "source",
-                    ignore=shutil.ignore_patterns("training"))
-    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
-                           "--force"], cwd=root, env=kit_env(), capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return root
+# ``course``: a course folder with `attention` released (tests/conftest.py).
 
 
 def _class_with(course, name, files):
@@ -341,7 +328,7 @@ def test_a_message_past_the_size_limit_is_dropped_unread_and_graded_as_a_time_ou
 def test_the_course_configures_a_limit_on_a_whole_notebooks_run():
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("nbgrader_config.py", path=ROOT).load_config()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     limit = config.JailedExecute.notebook_seconds
     per_cell = config.Execute.timeout
     assert isinstance(limit, (int, float)) and per_cell <= limit <= 900, (limit, per_cell)

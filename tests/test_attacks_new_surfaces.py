@@ -20,8 +20,8 @@ import pytest
 
 from grader_tests.batch import find_submission
 from grader_tests.notebook_choice import answered_cells, stage_chosen_notebook
+from tests.helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = "def g():\n    # YOUR CODE HERE\n    raise NotImplementedError()"
 
 
@@ -184,7 +184,7 @@ def _scores(course):
 @pytest.fixture(scope="module")
 def course_run(tmp_path_factory):
     from grader_tests import jail
-    from tests.course import correct_notebook, kit_env
+    from tests.helpers import correct_notebook, kit_env
 
     if jail.problem() is not None:
         pytest.skip("no jail here")

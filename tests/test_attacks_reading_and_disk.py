@@ -32,9 +32,8 @@ from grader_tests import jail
 from grader_tests.notebook_choice import answered_cells, choose_notebook
 from grader_tests.submission import (MAX_NESTING, SubmissionError, _structure_notes,
                                      assignment_of, code_of_notebook, read_cells)
-from tests.course import correct_notebook, kit_env
+from tests.helpers import correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 no_jail = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
@@ -176,18 +175,7 @@ def test_any_bytes_are_read_or_refused_with_the_kits_error(data):
 # --- reading: the batch grades the class ------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """A course folder with `attention` released into its own gradebook."""
-    root = tmp_path_factory.mktemp("course")
-    shutil.copytree(os.path.join(ROOT, "source"), root / "source",
-                    ignore=shutil.ignore_patterns("training"))
-    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
-                           "--force"], cwd=root, env=kit_env(), capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return root
+# ``course``: a course folder with `attention` released (tests/conftest.py).
 
 
 def _class_with(course, name, files):

@@ -33,9 +33,8 @@ import pytest
 
 from grader_tests import jail
 from grader_tests.core import POINTS
-from tests.course import correct_notebook, kit_env
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORRECT = os.path.join(ROOT, "example", "submitted", "student_correct", "attention", "attention.ipynb")
 
 pytestmark = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
@@ -240,18 +239,7 @@ def test_answers_of_the_nearest_recorded_input_earn_nothing(tmp_path):
 # --- 2. one student's file stops the batch for the class --------------------------------
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """A course folder with `attention` released into its own gradebook."""
-    root = tmp_path_factory.mktemp("course")
-    shutil.copytree(os.path.join(ROOT, "source"), root / "source",
-                    ignore=shutil.ignore_patterns("training"))
-    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
-    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
-                           "--force"], cwd=root, env=kit_env(), capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return root
+# ``course``: a course folder with `attention` released (tests/conftest.py).
 
 
 def _class_with(course, name, files):

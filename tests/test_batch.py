@@ -17,30 +17,12 @@ import time
 import nbformat
 import pytest
 
-from tests.course import correct_notebook
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.slow
 
 
-def _env(course):
-    env = dict(os.environ, PYTHONPATH=ROOT, OPENBLAS_NUM_THREADS="1")
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """A course folder with the assignment released into its own gradebook."""
-    root = tmp_path_factory.mktemp("course")
-    shutil.copytree(os.path.join(ROOT, "source"), root / "source",
-                    ignore=shutil.ignore_patterns("training"))
-    shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "attention",
-                           "--force"], cwd=root, env=_env(root), capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return root
+# ``course``: a course folder with `attention` released (tests/conftest.py).
 
 
 def _correct_notebook(course):
@@ -124,7 +106,7 @@ def bad_class(course):
 def _batch(course, *extra):
     return subprocess.Popen([sys.executable, "-m", "grader_tests", "batch", "submitted",
                              "--workers", "2", "--summary-json", "summary.json", *extra],
-                            cwd=course, env=dict(_env(course), LANG="C", LC_ALL="C"),
+                            cwd=course, env=kit_env(LANG="C", LC_ALL="C"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -195,7 +177,7 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     shutil.copytree(os.path.join(ROOT, "source", "training"), root / "source" / "training")
     shutil.copy(os.path.join(ROOT, "nbgrader_config.py"), root / "nbgrader_config.py")
     proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "training",
-                           "--force"], cwd=root, env=_env(root), capture_output=True, text=True,
+                           "--force"], cwd=root, env=kit_env(), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     release = nbformat.read(str(root / "release" / "training" / "training.ipynb"), 4)
@@ -220,7 +202,7 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     (root / "submitted" / "t_absent" / "attention").mkdir(parents=True)  # no training folder
     proc = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
                            "--assignment", "training", "--workers", "2", "--summary-json",
-                           "summary.json"], cwd=root, env=_env(root), capture_output=True,
+                           "summary.json"], cwd=root, env=kit_env(), capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (root / "batch_log_training.jsonl").exists() and not (root / "batch_log.jsonl").exists()

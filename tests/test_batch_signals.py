@@ -22,9 +22,8 @@ import pytest
 psutil = pytest.importorskip("psutil")
 
 from grader_tests import jail  # noqa: E402
-from tests.course import kit_env  # noqa: E402
+from tests.helpers import ROOT, kit_env  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 

@@ -46,11 +46,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.demo import child_env
+from grader_tests.config import nbgrader_env
+from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -128,7 +128,7 @@ def lab(student_dir, tmp_path):
     (nothing of the user's ``~/.jupyter`` is read). Yields ``(base_url, token)``; the
     server is stopped (terminate, then kill) when the test ends, whatever happened."""
     port, token = free_port(), secrets.token_hex(16)
-    env = child_env()
+    env = nbgrader_env()
     for var, sub in (("JUPYTER_CONFIG_DIR", "jupyter_config"),
                      ("JUPYTER_RUNTIME_DIR", "jupyter_runtime"),
                      ("JUPYTERLAB_WORKSPACES_DIR", "jupyter_workspaces")):
@@ -277,7 +277,7 @@ def grade_course(course, students):
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     for name, folder in students.items():
         shutil.copytree(folder, course / "submitted" / name)
-    env = child_env()
+    env = nbgrader_env()
     for args in (["generate_assignment", "attention", "--force"],
                  ["autograde", "attention", "--create", "--force"],
                  ["generate_feedback", "attention", "--force"]):
@@ -331,7 +331,7 @@ def test_feedback_names_each_part_and_wraps_its_report_at_1280_pixels(feedback_p
 def feedback_page_it(tmp_path):
     """The same student's feedback in a course whose ``c.AttentionKit.language`` is
     ``"it"``: the graders' reports in Italian."""
-    from tests.course import graded_course
+    from tests.helpers import graded_course
 
     student = "student_mask_after_softmax"
     course = graded_course(tmp_path, [student], language="it")
@@ -393,7 +393,7 @@ def test_dashboard_shows_every_figure_and_links_each_student(feedback_page, scre
             grade.auto_score, grade.needs_manual_grade = points / 2, False
         gb.db.commit()
     done = subprocess.run([sys.executable, "-m", "grader_tests", "dashboard"], cwd=course,
-                          env=child_env(), capture_output=True, text=True, timeout=300)
+                          env=nbgrader_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     dashboard = course / "dashboard" / "attention" / "index.html"
     with sync_api.sync_playwright() as p:
@@ -618,7 +618,7 @@ def test_a_students_markup_runs_nothing_in_formgrader(markup_course, tmp_path, s
     with Gradebook(f"sqlite:///{markup_course / 'gradebook.db'}", "attention-kit") as gb:
         submission = gb.find_submission_notebook("attention", "attention", "student_markup").id
     port, token = free_port(), secrets.token_hex(16)
-    env = child_env()
+    env = nbgrader_env()
     for var, sub in (("JUPYTER_CONFIG_DIR", "jupyter_config"),
                      ("JUPYTER_RUNTIME_DIR", "jupyter_runtime")):
         env[var] = str(tmp_path / sub)

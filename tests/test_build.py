@@ -21,11 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # What a copy of the course needs for the builders and for build_all.
 COURSE_FILES = ("tools", "notebooks", "solutions", "grader_tests", "source", "release",
                 "example", "nbgrader_config.py")

@@ -15,6 +15,7 @@ from grader_tests import core, guard
 from grader_tests.core import Fail, contents, same_value
 from grader_tests.integrity import rigged_object
 from grader_tests.wire import Handle
+from tests.helpers import submission_namespace
 
 # --- every shape a cache may take, each holding the same arrays -------------------------
 
@@ -304,20 +305,8 @@ def test_a_fake_handle_of_the_submission_is_judged_like_any_object():
 # --- through the engine: the forward's cache position, by the graded name ------------------
 
 
-def _namespace_with(source):
-    import inspect
-    import textwrap
-
-    from solutions import attention as ref
-
-    ns = {"__name__": "__submission__"}
-    exec(compile(inspect.getsource(ref), "submission.py", "exec"), ns)
-    exec(compile(textwrap.dedent(source), "submission_extra.py", "exec"), ns)
-    return ns
-
-
 def test_the_engine_leaves_a_forward_s_cache_alone_but_judges_its_output():
-    honest = _namespace_with("""
+    honest = submission_namespace("""
         class Cache:
             def __init__(self, d):
                 self.d = d
@@ -336,7 +325,7 @@ def test_the_engine_leaves_a_forward_s_cache_alone_but_judges_its_output():
         r = core.grade_function(name, honest)
         assert r.score == r.max_score, [(c.name, c.fault, c.message) for c in r.checks
                                         if not c.passed]
-    rigged = _namespace_with("""
+    rigged = submission_namespace("""
         class Yes(np.ndarray):
             def __eq__(self, other):
                 return np.ones(np.shape(other), dtype=bool)
@@ -350,7 +339,7 @@ def test_the_engine_leaves_a_forward_s_cache_alone_but_judges_its_output():
 
 
 def test_a_backward_that_modifies_an_object_cache_is_caught():
-    ns = _namespace_with("""
+    ns = submission_namespace("""
         from dataclasses import dataclass
         @dataclass
         class Cache:

@@ -10,13 +10,12 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tools.demo import child_env
+from grader_tests.config import nbgrader_env
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
 IGNORE = shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints", "__pycache__")
 # Where a part of the copied course comes from: the example class stands for the students
@@ -34,7 +33,7 @@ def copy_course(folder, parts=("source/attention", "release/attention", "submitt
 def ci_grade(*args, summary=None, timeout=1200):
     """``python -m tools.ci_grade ARGS`` as the workflows run it; ``summary`` is the file
     that stands for ``$GITHUB_STEP_SUMMARY``."""
-    env = child_env()
+    env = nbgrader_env()
     env.pop("GITHUB_STEP_SUMMARY", None)
     if summary is not None:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
@@ -89,6 +88,7 @@ def test_grading_exits_2_when_the_kit_is_broken(tmp_path):
     assert "the kit failed" in summary.read_text()
 
 
+@pytest.mark.slow  # runs nbgrader
 def test_grading_exits_2_when_nbgrader_cannot_release(tmp_path):
     """A broken nbgrader_config.py: generate_assignment fails, so does the run."""
     course = copy_course(tmp_path)
@@ -108,6 +108,7 @@ def visible_table(summary):
     return rows
 
 
+@pytest.mark.slow  # runs the whole notebook in a kernel
 def test_visible_only_on_a_correct_notebook(tmp_path):
     summary = tmp_path / "step_summary.md"
     notebook = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
@@ -122,6 +123,7 @@ def test_visible_only_on_a_correct_notebook(tmp_path):
     assert "require_implemented" not in text  # hidden-check cells are not run
 
 
+@pytest.mark.slow  # runs the whole notebook in a kernel
 def test_visible_only_on_the_stubs(tmp_path):
     summary = tmp_path / "step_summary.md"
     notebook = ROOT / "release" / "attention" / "attention.ipynb"

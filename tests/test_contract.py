@@ -5,12 +5,11 @@ a file cites; no file cites a document the repository does not contain."""
 import inspect
 import re
 import subprocess
-from pathlib import Path
 
 from grader_tests.faults import FAULTS
 from solutions import attention as reference
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "contract.md"
 TEXT = CONTRACT.read_text(encoding="utf-8")
 SECTIONS = {int(n) for n in re.findall(r"^## (\d+)\. ", TEXT, re.MULTILINE)}

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from nbconvert.exporters import HTMLExporter
 from traitlets.config.loader import PyFileConfigLoader
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HOUR = 3600.0
 
 

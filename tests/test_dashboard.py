@@ -31,8 +31,8 @@ from grader_tests import dashboard
 from grader_tests.batch import alembic_on_path
 from grader_tests.core import POINTS, grade_id
 from grader_tests.notebook import RESULT_MIME
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 A = "attention"
 HOSTILE = "<script>"  # a folder name a student may choose
 MATH = "x$y^2$"       # mathtext in a label would be parsed, not shown
@@ -326,7 +326,7 @@ def test_after_grading_never_raises(tmp_path, capsys):
 def test_subcommand_of_the_graders_command_line(course, tmp_path):
     import subprocess
 
-    from tests.course import kit_env
+    from tests.helpers import kit_env
 
     done = subprocess.run([sys.executable, "-m", "grader_tests", "dashboard", "--root",
                            str(course), "--out", str(tmp_path / "d")], env=kit_env(),
@@ -344,7 +344,7 @@ def test_batch_writes_the_dashboard_with_its_logged_faults(tmp_path):
 
     from nbgrader.api import Gradebook
 
-    from tests.course import kit_env
+    from tests.helpers import kit_env
 
     root = tmp_path / "course"
     shutil.copytree(ROOT / "source" / A, root / "source" / A)

@@ -1,6 +1,6 @@
 """A stopped batch leaves nothing running on the Dask path either (issue 17).
 
-A local Dask cluster (``tools/services.py``: a scheduler and two single-threaded workers on
+A local Dask cluster (``tests/services.py``: a scheduler and two single-threaded workers on
 loopback) grades part of the example class for ``python -m grader_tests batch
 --scheduler``. SIGINT, SIGTERM, SIGHUP or SIGKILL of that coordinator during grading ends
 every grading process and jail it had the workers start (a cancelled task kills its
@@ -34,11 +34,10 @@ psutil = pytest.importorskip("psutil")
 pytest.importorskip("distributed")
 
 from grader_tests import dask_batch, jail  # noqa: E402
-from tests.course import kit_env  # noqa: E402
-from tools import services  # noqa: E402
+from tests.helpers import ROOT, kit_env  # noqa: E402
+from tests import services  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROOT_SUBMITTED = Path(ROOT) / "example" / "submitted"
+ROOT_SUBMITTED = ROOT / "example" / "submitted"
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 

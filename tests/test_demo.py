@@ -9,42 +9,21 @@ import csv
 import html as html_lib
 import json
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader_tests.core import grade_id
-from tools.demo import child_env
-from tools.make_submissions import TRAP_FUNCTION, solution_lines
+from grader_tests.config import nbgrader_env
+from tests.helpers import (EXPECTED, ROOT, attention_solution_lines, copy_kit, table_line,
+                           trap_functions)
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
-
-
 # A submission nbgrader cannot read, added to the copy: the demo reports it and goes on.
 BROKEN = "student_broken_notebook"
-
-
-def copy_kit(folder, example_students=None):
-    """The kit's course layout in ``folder``: its ``nbgrader_config.py``, the assignments'
-    ``source/`` and ``release/``, and the example class ``example/`` (its configuration and
-    ``example_students`` of its ``submitted/``, all by default). Returns ``folder``."""
-    ignore = shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints")
-    shutil.copy(ROOT / "nbgrader_config.py", folder / "nbgrader_config.py")
-    for part in ("source/attention", "release/attention", "release/training"):
-        shutil.copytree(ROOT / part, folder / part, ignore=ignore)
-    (folder / "example" / "submitted").mkdir(parents=True)
-    shutil.copy(ROOT / "example" / "nbgrader_config.py", folder / "example" / "nbgrader_config.py")
-    for student in example_students or EXPECTED:
-        shutil.copytree(ROOT / "example" / "submitted" / student,
-                        folder / "example" / "submitted" / student, ignore=ignore)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +35,7 @@ def demo(tmp_path_factory):
     broken.parent.mkdir(parents=True)
     broken.write_text("this is not a notebook\n")
     result = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(course)],
-                            cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                            cwd=ROOT, env=nbgrader_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, timeout=1200, check=False)
     assert result.returncode == 0, result.stdout[-5000:]
     summary = json.loads((course / "class_summary.json").read_text())
@@ -89,7 +68,7 @@ def test_scores_and_fault_ids_are_the_expected_ones(demo, student):
 
 def test_each_trap_costs_points_in_its_own_function_only(demo):
     _, _, summary = demo
-    for student, function in TRAP_FUNCTION.items():
+    for student, function in trap_functions().items():
         below = {n for n, c in summary["results"][student]["functions"].items()
                  if c["score"] < c["max_score"] - 1e-9}
         assert below == {function}, f"{student}: points lost in {sorted(below)}"
@@ -145,7 +124,7 @@ def test_feedback_reveals_no_solution_and_no_hidden_test(demo):
     stubs = course / "feedback" / "student_all_stubs" / "attention" / "attention.html"
     plain = html_lib.unescape(re.sub(r"<[^>]+>", "", stubs.read_text(encoding="utf-8")))
     shown = {line.strip() for line in plain.splitlines()}
-    leaked = sorted(shown & solution_lines())
+    leaked = sorted(shown & attention_solution_lines())
     assert not leaked, f"the feedback of student_all_stubs shows solution lines: {leaked}"
 
 
@@ -173,7 +152,7 @@ def test_the_late_student_loses_the_late_penalty_and_the_table_shows_it(demo):
         assert got["late_penalty"] == pytest.approx(penalty, abs=1e-6), student
         assert got["final_score"] == pytest.approx(expected["score"] - penalty, abs=1e-6)
         assert (got["seconds_late"] > 0) == (student in late), student
-    assert got_line(stdout, "student_heads_merged_wrong") == (
+    assert table_line(stdout, "student_heads_merged_wrong") == (
         "student_heads_merged_wrong 88.20 / 100 late 3 h 0 min: 98.00 - 9.80 late penalty")
     with (course / "grades.csv").open(newline="") as f:
         rows = {r["student_id"]: r for r in csv.DictReader(f)}
@@ -181,12 +160,6 @@ def test_the_late_student_loses_the_late_penalty_and_the_table_shows_it(demo):
         pytest.approx(9.8)
     assert float(rows["student_heads_merged_wrong"]["score"]) == pytest.approx(88.2)
     assert float(rows["student_correct"]["late_submission_penalty"]) == 0.0
-
-
-def got_line(stdout, student):
-    """The table's line of ``student``, its runs of spaces made one."""
-    line = next(ln for ln in stdout.splitlines() if ln.startswith(student + " "))
-    return " ".join(line.split())
 
 
 def test_feedback_writes_its_formulas_as_mathml_and_loads_no_script(demo):
@@ -209,7 +182,7 @@ def test_batch_agrees_with_nbgrader_autograde_student_by_student(demo):
     course, _, _ = demo
     done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
                            "--workers", "2", "--summary-json", "batch_summary.json"],
-                          cwd=course, env=child_env(), capture_output=True, text=True,
+                          cwd=course, env=nbgrader_env(), capture_output=True, text=True,
                           timeout=1200, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {r["student"]: r for r in json.loads(

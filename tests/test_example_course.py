@@ -24,12 +24,14 @@ import nbformat
 import pytest
 
 from grader_tests.core import grade_id
-from tests.test_demo import copy_kit, got_line
-from tools.demo import EXAMPLE, EXAMPLE_COURSE_ID, ROOT, child_env, course_directory
+from grader_tests.config import course_directory, nbgrader_env
+from tests.helpers import EXAMPLE, ROOT, copy_kit, table_line
 
 DUE = "2030-06-01 12:00:00 UTC"
 REAL = "real_student"
 TAMPERER = "tampering_student"
+# The example class's course id (example/nbgrader_config.py; tools/demo.py tells it by this).
+EXAMPLE_COURSE_ID = "attention-kit-example"
 EXAMPLE_STUDENTS = ["student_correct", "student_heads_merged_wrong"]
 
 
@@ -47,7 +49,7 @@ def test_the_example_course_has_its_own_gradebook_and_the_kits_assignment():
 
 
 def nbgrader(cwd, *args):
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=child_env(),
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-4000:]
@@ -127,12 +129,12 @@ def test_the_demo_twice_leaves_the_instructors_course_as_it_was(instructors_kit)
         venv = Path(sys.prefix)
         done = subprocess.run(["make", f"VENV={venv}", "-o", f"{venv}/installed.stamp", "demo"],
                               cwd=kit,
-                              env=child_env(), stdout=subprocess.PIPE,
+                              env=nbgrader_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=1200, check=False)
         assert done.returncode == 0, done.stdout[-5000:]
         assert f"demo: course directory {kit / 'example'}" in done.stdout, done.stdout[:2000]
-        assert got_line(done.stdout, "student_correct") == "student_correct 100.00 / 100 -"
-        assert got_line(done.stdout, "student_heads_merged_wrong") == (
+        assert table_line(done.stdout, "student_correct") == "student_correct 100.00 / 100 -"
+        assert table_line(done.stdout, "student_heads_merged_wrong") == (
             "student_heads_merged_wrong 88.20 / 100 late 3 h 0 min: 98.00 - 9.80 late penalty")
         assert "merge_heads 3.00/5 (head-order)" in done.stdout, run
         assert instructor_state(db_url) == before, run

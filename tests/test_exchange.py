@@ -22,15 +22,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.course import ROOT, kit_env
+from tests.helpers import ROOT, kit_env
 from tests.test_training import gradebooks  # noqa: F401  (fixture: quick nbgrader gradebooks)
 
-ROOT_PATH = Path(ROOT)
 COURSE_ID = "attention-kit"
 # Two students of the example class: every function right, and one trap (95.2 / 100).
 STUDENTS = {"alice": "student_correct", "bob": "student_mask_after_softmax"}
 # What each must score (the example class's EXPECTED.json: 100 and 95.2).
-EXPECTED = json.loads((ROOT_PATH / "example" / "EXPECTED.json").read_text())["students"]
+EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["students"]
 
 
 def nbgrader(args: list[str], cwd: Path, env: dict | None = None, check: bool = True,
@@ -49,8 +48,8 @@ def make_course(tmp_path: Path) -> Path:
     """A copy of the course (sources, releases, configuration) in ``tmp_path/course``."""
     course = tmp_path / "course"
     for name in ("source/attention", "source/training", "release/attention", "release/training"):
-        shutil.copytree(ROOT_PATH / name, course / name)
-    shutil.copy(ROOT_PATH / "nbgrader_config.py", course / "nbgrader_config.py")
+        shutil.copytree(ROOT / name, course / name)
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     return course
 
 
@@ -100,7 +99,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
         nbgrader(["fetch_assignment", "attention", "--course", COURSE_ID], home, env)
         fetched = home / "attention" / "attention.ipynb"
         assert fetched.read_bytes() == released
-        shutil.copy(ROOT_PATH / "example" / "submitted" / example / "attention" / "attention.ipynb", fetched)
+        shutil.copy(ROOT / "example" / "submitted" / example / "attention" / "attention.ipynb", fetched)
         nbgrader(["submit", "attention", "--course", COURSE_ID], home, env)
     inbound = sorted(p.name.split("+")[0] for p in (exchange / COURSE_ID / "inbound").iterdir())
     assert inbound == sorted(STUDENTS)
@@ -110,7 +109,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     for student, example in STUDENTS.items():
         submitted = course / "submitted" / student / "attention"
         assert (submitted / "attention.ipynb").read_bytes() == \
-            (ROOT_PATH / "example" / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
+            (ROOT / "example" / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
         assert (submitted / "timestamp.txt").is_file()
     nbgrader(["autograde", "attention", "--create"], course)
     nbgrader(["generate_feedback", "attention"], course)
@@ -139,7 +138,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     # The gate of `training`, threshold full marks: alice receives it through the exchange,
     # in a course of her own, and fetches it the way she fetched `attention`; bob does not.
     env = kit_env()
-    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py")],
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py")],
                           cwd=course, env=env, capture_output=True, text=True, check=False,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -185,7 +184,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
 
     # alice submits training back to her course; the unlock command collects it.
     nbgrader(["submit", "training", "--course", alice_course], home, alice_env)
-    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py"),
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
                            "--collect"], cwd=course, env=env, capture_output=True, text=True,
                           check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -194,6 +193,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     assert not (course / "submitted" / "bob" / "training").exists()
 
 
+@pytest.mark.slow  # runs nbgrader zip_collect
 def test_zip_collect_files_a_canvas_download_under_each_student(tmp_path):
     """``nbgrader zip_collect attention`` on an archive named the way Canvas names a
     "download submissions" archive's files: each notebook goes to
@@ -228,7 +228,7 @@ def _pins() -> dict[str, str]:
     """``{name: "name==version"}`` of pyproject.toml's dependencies."""
     import tomllib
 
-    project = tomllib.loads((ROOT_PATH / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     return {pin.split("==")[0].lower(): pin for pin in project["dependencies"]}
 
 
@@ -238,22 +238,23 @@ def test_students_install_what_the_graders_use():
     pins = _pins()
     wanted = [pins[name] for name in ("jupyterlab", "numpy", "matplotlib", "nbgrader")]
     lines = [line.strip() for line in
-             (ROOT_PATH / "requirements-student.txt").read_text().splitlines()
+             (ROOT / "requirements-student.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
     assert lines == wanted
-    readme = (ROOT_PATH / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     students = readme[readme.index("## For students"):]
     assert f"python -m pip install {' '.join(wanted)}\n" in students
     assert "python -m pip install -r requirements-student.txt" in students
 
 
+@pytest.mark.slow  # runs jupyter's commands
 def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
     """The README's JupyterLab commands for a student's environment, run at the user level
     of a scratch Jupyter configuration (``--level=user`` for ``--level=sys_prefix``): the
     formgrader, course list and create-assignment panels end up disabled and locked, the
     assignment list and Validate not; the two server extensions it disables are nbgrader's
     instructor ones (the assignment list and Validate stay)."""
-    readme = (ROOT_PATH / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     students = readme[readme.index("## For students"):]
     block = students[students.index("```sh\njupyter labextension"):]
     commands = block[len("```sh\n"):block.index("```", 3)].strip().splitlines()
@@ -285,6 +286,7 @@ def test_the_readmes_commands_disable_the_instructor_panels(tmp_path):
 # --- the unlock command and the exchange, without nbgrader's autograde --------------------
 
 
+@pytest.mark.slow  # runs nbgrader's exchange
 def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_path,
                                                                              gradebooks):  # noqa: F811  (the fixture)
     """unlock(..., exchange=...) releases `training` to a course of each passing student's
@@ -341,11 +343,11 @@ def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebo
 
     alembic_on_path()
     kit = tmp_path / "kit"
-    shutil.copytree(ROOT_PATH / "release" / "training", kit / "release" / "training")
-    shutil.copy(ROOT_PATH / "nbgrader_config.py", kit / "nbgrader_config.py")
+    shutil.copytree(ROOT / "release" / "training", kit / "release" / "training")
+    shutil.copy(ROOT / "nbgrader_config.py", kit / "nbgrader_config.py")
     example = kit / "example"
     example.mkdir()
-    shutil.copy(ROOT_PATH / "example" / "nbgrader_config.py", example / "nbgrader_config.py")
+    shutil.copy(ROOT / "example" / "nbgrader_config.py", example / "nbgrader_config.py")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with Gradebook(f"sqlite:///{example / 'gradebook.db'}", "attention-kit-example") as gb:
@@ -359,7 +361,7 @@ def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebo
                 grade = gb.find_grade("part_a", "attention", "attention", student)
                 grade.auto_score, grade.needs_manual_grade = score, False
             gb.db.commit()
-    done = subprocess.run([sys.executable, str(ROOT_PATH / "tools" / "unlock_training.py")],
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py")],
                           cwd=example, env=kit_env(), capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

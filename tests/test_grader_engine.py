@@ -1,7 +1,6 @@
 """The grading engine itself: points, the gradient-check formula, the submission loader,
 the command line, time limits, fault isolation and the tampering flags."""
 
-import inspect
 import json
 import os
 import subprocess
@@ -17,9 +16,8 @@ from grader_tests.core import CHECKS, POINTS, grade_function, grade_namespace, i
 from grader_tests.faults import FAULTS
 from grader_tests.submission import SubmissionError, load
 from solutions import attention as ref
+from tests.helpers import ATTENTION_SOURCE, ROOT, submission_namespace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE_SOURCE = inspect.getsource(ref)
 SPEC_NAMES = list(ref.SPEC_FUNCTIONS)
 EXERCISE_ANSWERS = textwrap.dedent("""
     import math
@@ -33,15 +31,6 @@ EXERCISE_ANSWERS = textwrap.dedent("""
 """)
 
 
-def namespace_with(*sources):
-    """The reference module's definitions, then ``sources`` exec'd over them."""
-    ns = {"__name__": "__submission__"}
-    exec(compile(REFERENCE_SOURCE, "submission.py", "exec"), ns)
-    for s in sources:
-        exec(compile(textwrap.dedent(s), "submission_extra.py", "exec"), ns)
-    return ns
-
-
 def test_points_sum_to_100_and_every_name_has_checks():
     from grader_tests import checks  # noqa: F401
 
@@ -52,7 +41,7 @@ def test_points_sum_to_100_and_every_name_has_checks():
 
 
 def test_reference_gets_full_marks_everywhere():
-    results = grade_namespace(namespace_with(EXERCISE_ANSWERS))
+    results = grade_namespace(submission_namespace(EXERCISE_ANSWERS))
     failed = {n: [(c.name, c.fault, c.message) for c in r.checks if not c.passed]
               for n, r in results.items() if r.score != r.max_score}
     assert failed == {}
@@ -78,7 +67,7 @@ def test_central_differences_of_a_cubic():
 
 
 def test_isolation_binds_callees_to_the_reference():
-    ns = namespace_with("""
+    ns = submission_namespace("""
         def softmax(scores, axis=-1):
             raise RuntimeError("broken softmax")
         def _helper(S):
@@ -101,7 +90,7 @@ def test_isolation_binds_callees_to_the_reference():
 
 
 def test_missing_and_stub_functions_are_not_implemented():
-    ns = namespace_with("""
+    ns = submission_namespace("""
         del causal_mask
         def softmax(scores, axis=-1):
             raise NotImplementedError()
@@ -114,7 +103,7 @@ def test_missing_and_stub_functions_are_not_implemented():
 
 
 def test_a_function_that_never_returns_is_stopped_and_only_it_loses_points():
-    ns = namespace_with("""
+    ns = submission_namespace("""
         def padding_mask(lengths, T):
             while True:
                 pass
@@ -126,7 +115,7 @@ def test_a_function_that_never_returns_is_stopped_and_only_it_loses_points():
 
 
 def test_student_output_never_reaches_stderr(capfd):
-    ns = namespace_with("""
+    ns = submission_namespace("""
         import sys, warnings
         _softmax = softmax
         def softmax(scores, axis=-1):
@@ -171,14 +160,14 @@ TAMPERING = {
 @pytest.mark.parametrize("case", sorted(TAMPERING))
 def test_tampering_scores_zero_and_is_flagged(case):
     name, source = TAMPERING[case]
-    r = grade_function(name, namespace_with(source))
+    r = grade_function(name, submission_namespace(source))
     assert r.score == 0, case
     assert "tampering" in r.faults, (case, [(c.fault, c.message) for c in r.checks])
 
 
 def _run_isolated(code):
     """Run ``code`` in a fresh interpreter (patches to numpy/builtins must not leak)."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=120)
 
@@ -249,16 +238,17 @@ def test_loader_refuses_what_is_not_a_notebook(tmp_path):
         load(str(tmp_path / "missing.ipynb"))
 
 
+@pytest.mark.slow  # grades a whole submission in a jail through the command line
 def test_cli_json_report(tmp_path):
     sub = tmp_path / "submission.py"
-    sub.write_text(REFERENCE_SOURCE + EXERCISE_ANSWERS + textwrap.dedent("""
+    sub.write_text(ATTENTION_SOURCE + EXERCISE_ANSWERS + textwrap.dedent("""
         def merge_heads(M):
             B, h, T, d_h = M.shape
             return M.reshape(B, T, h * d_h)
     """))
     proc = subprocess.run([sys.executable, "-m", "grader_tests", "grade", str(sub), "--json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) >= {"score", "max_score", "functions"}
@@ -282,7 +272,7 @@ def test_cli_exit_status_2_on_unreadable_submission(tmp_path):
     bad.write_text("[]")
     proc = subprocess.run([sys.executable, "-m", "grader_tests", "grade", str(bad), "--json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=ROOT))
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 2
     assert "not a notebook" in json.loads(proc.stdout)["error"]
 

@@ -152,6 +152,7 @@ def test_full_marks_and_no_tampering_in_process(entry):
     assert sum(r.score for r in results.values()) == pytest.approx(100.0)
 
 
+@pytest.mark.slow  # one jail per entry, each grading a whole submission
 @pytest.mark.parametrize("entry", _params(isolated=True), ids=lambda e: e.id)
 def test_full_marks_no_tampering_and_no_flag_isolated(entry, tmp_path):
     path = tmp_path / entry.id / "attention.py"

@@ -228,7 +228,7 @@ def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
     from nbgrader.api import Gradebook
 
     from grader_tests.notebook import RESULT_MIME
-    from tests.course import ROOT, graded_course
+    from tests.helpers import ROOT, graded_course
 
     student = "student_mask_after_softmax"
     expected = json.loads((Path(ROOT) / "example" / "EXPECTED.json").read_text())[
@@ -347,7 +347,7 @@ def test_every_fault_reads_in_italian_with_the_english_verdict(bug):
 def test_a_batch_job_grades_in_the_language_it_is_handed():
     """The unit a batch runs in each grading process (local pool or Dask worker), in the
     jail: the language comes as an argument, never from a file of the submission."""
-    from tests.course import ROOT
+    from tests.helpers import ROOT
     from grader_tests.job import grade_job
 
     path = str(Path(ROOT) / "example" / "submitted" / "student_mask_after_softmax" /

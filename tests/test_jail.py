@@ -77,6 +77,7 @@ def test_unjailed_is_said_in_the_config_the_instructor_reads():
     assert "c.AttentionKit.allow_unjailed = False" in text
 
 
+@pytest.mark.slow  # the graders' command line, in a jail
 @needs_jail
 def test_a_console_that_cannot_show_a_character_gets_a_replacement_not_a_crash(tmp_path):
     path = tmp_path / "attention.py"

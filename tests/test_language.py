@@ -250,9 +250,9 @@ EXPECTED = json.loads((ROOT / "example" / "EXPECTED.json").read_text())["student
 
 
 def run_nbgrader(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    from tools.demo import child_env
+    from grader_tests.config import nbgrader_env
 
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=child_env(),
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=900, check=False)
 
@@ -322,11 +322,11 @@ def test_italian_source_validates_and_release_fails_every_test(italian_kit, tmp_
 
 @pytest.mark.slow
 def test_the_example_class_in_italian_gets_the_expected_scores_and_faults(italian_kit):
-    from tools.demo import child_env
+    from grader_tests.config import nbgrader_env
 
     example = italian_kit / "example"
     done = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(example)],
-                          cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                          cwd=ROOT, env=nbgrader_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=1800, check=False)
     assert done.returncode == 0, done.stdout[-5000:]
     summary = json.loads((example / "class_summary.json").read_text())

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool(name):

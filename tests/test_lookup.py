@@ -5,7 +5,6 @@ fixed inputs alone. The graders repeat a few of their calls on nudged inputs
 student's own process and in the sandbox alike; honest functions are never flagged."""
 
 import copy
-import inspect
 import pickle
 import textwrap
 
@@ -15,12 +14,13 @@ import pytest
 from grader_tests import core, guard, lookup
 from grader_tests.sandbox import grade_isolated
 from solutions import attention as ref
+from tests.helpers import ATTENTION_SOURCE as REFERENCE
+from tests.helpers import submission_namespace
 from tests.catalogue import build_namespace
 from tests.catalogue.buggy import BUGS
 from tests.catalogue.correct import CORRECT
 from tests.test_catalogue import _entry, affected
 
-REFERENCE = inspect.getsource(ref)
 
 # The student's side: a key over the exact bytes of every argument and a table of stored
 # answers loaded from a file (KEY_SOURCE, TABLE_SOURCE), and a wrong computation for anything not in the
@@ -211,7 +211,8 @@ def grade(source, name, mode, tmp_path):
     return results[name], flags
 
 
-@pytest.mark.parametrize("mode", ["in-process", "isolated"])
+# the isolated half: one jail per cheat
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("isolated", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("cheat", sorted(CHEATS) + sorted(NEAREST_CHEATS))
 def test_answers_looked_up_by_input_score_zero_and_are_flagged(cheat, mode, tmp_path,
                                                                 monkeypatch):
@@ -255,8 +256,10 @@ def test_a_function_that_raises_off_the_graders_inputs_is_flagged():
     assert message and "raised KeyError" in message
 
 
+# every wrong function of the catalogue (a hundred gradings with nudges): the slow lane
 @pytest.mark.parametrize("entry", [("reference", None)] + [("correct", c.id) for c in CORRECT]
-                         + [("bug", b.id) for b in BUGS], ids=lambda e: e[1] or e[0])
+                         + [pytest.param(("bug", b.id), marks=pytest.mark.slow) for b in BUGS],
+                         ids=lambda e: e[1] or e[0])
 def test_honest_functions_are_never_flagged(entry):
     """The reference, every correct variant and every (honestly) wrong function of the
     catalogue, each function it affects probed with 6 random nudges of 6 of its calls: no
@@ -309,12 +312,11 @@ def test_honest_functions_are_never_flagged(entry):
                 assert verdict is None, (name, verdict)
 
 
+@pytest.mark.slow  # the training reference graded five times
 def test_honest_training_functions_are_never_flagged():
     """The training reference graded five times (a fresh nudge each time): full marks."""
     from grader_tests.checks_training import POINTS_TRAINING, grade_function
-    from tests.test_training import submission
-
-    space = submission()
+    space = submission_namespace(training=True)
     for _ in range(5):
         for name in POINTS_TRAINING:
             result = grade_function(name, space)

@@ -5,7 +5,6 @@ while the rest of the notebook is graded."""
 
 import json
 import textwrap
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -13,9 +12,8 @@ import pytest
 from grader_tests import config, jail
 from grader_tests.core import grade_namespace
 from grader_tests.submission import UnavailableModule, load
-from tests.course import correct_notebook
+from tests.helpers import ROOT, correct_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "source" / "attention" / "attention.ipynb"
 
 

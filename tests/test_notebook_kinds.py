@@ -19,9 +19,8 @@ import pytest
 
 from grader_tests import jail
 from grader_tests.core import POINTS
-from tests.course import kit_env
+from tests.helpers import ROOT, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
 

@@ -16,15 +16,14 @@ each source and fails on each release.
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from tools.demo import child_env
-from tools.make_submissions import region_of, solution_cells, solution_lines
+from grader_tests.config import nbgrader_env
+from grader_tests.regions import region_of, solution_cells
+from tests.helpers import ROOT, attention_solution_lines
 
-ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = ("attention", "training")
 
 
@@ -38,7 +37,7 @@ def paths(assignment):
 
 def nbgrader(cwd, *args):
     """Run ``nbgrader ARGS`` in ``cwd``; stdout and stderr together as text."""
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=child_env(),
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=nbgrader_env(),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600, check=False)
 
@@ -51,7 +50,7 @@ def secret_lines(assignment):
     """Lines (stripped, with a letter or digit) no student may see in the release."""
     source_path = paths(assignment)[0]
     if assignment == "attention":
-        return solution_lines(source_path)
+        return attention_solution_lines()
     source = nbformat.read(str(source_path), as_version=4)
     solutions = solution_cells(source)
     secret = {line.strip() for cell in solutions.values()
@@ -79,6 +78,7 @@ def regenerated(assignment, tmp_path_factory):
     return course / "release" / assignment
 
 
+@pytest.mark.slow  # runs nbgrader generate_assignment
 def test_release_is_what_nbgrader_generates_from_the_source(assignment, regenerated):
     SOURCE, RELEASE_DIR, RELEASE, REGENERATE = paths(assignment)
     committed = nbformat.read(str(RELEASE), as_version=4)
@@ -93,6 +93,7 @@ def test_release_is_what_nbgrader_generates_from_the_source(assignment, regenera
         encoding="utf-8"), f"same cells, different file; regenerate: {REGENERATE}"
 
 
+@pytest.mark.slow  # runs nbgrader generate_assignment
 def test_release_holds_the_files_nbgrader_releases(assignment, regenerated):
     RELEASE_DIR = paths(assignment)[1]
     def files(folder):
@@ -123,6 +124,7 @@ def test_every_solution_cell_of_the_release_is_a_stub(assignment):
         assert "raise NotImplementedError()" in cell.source, grade_id_of(cell)
 
 
+@pytest.mark.slow  # runs the whole notebook (nbgrader validate)
 def test_nbgrader_validate_passes_on_the_source(assignment, tmp_path):
     # a copy, so that nothing the kernel leaves behind lands beside the source notebook;
     # laid out as in source/ (the training notebook's gate opens only on the attention
@@ -138,6 +140,7 @@ def test_nbgrader_validate_passes_on_the_source(assignment, tmp_path):
     assert "Success! Your notebook passes all the tests." in result.stdout, result.stdout[-3000:]
 
 
+@pytest.mark.slow  # runs the whole release (nbgrader validate)
 def test_nbgrader_validate_invert_fails_every_test_of_the_release(assignment, tmp_path):
     release = paths(assignment)[2]
     shutil.copy(release, tmp_path / release.name)

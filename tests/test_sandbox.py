@@ -9,10 +9,9 @@ import pytest
 
 from grader_tests import wire
 from grader_tests.sandbox import grade_isolated
-from solutions import attention as ref
+from tests.helpers import ATTENTION_SOURCE as REFERENCE
 from solutions import training as training_ref
 
-REFERENCE = inspect.getsource(ref)
 GRADED = ["softmax", "causal_mask", "padding_mask"]
 
 # name -> (appended source, {function: expected fault or None for full marks}, flag substring)
@@ -119,6 +118,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_isolated_grading_survives(case, tmp_path):
     import os
@@ -199,7 +199,7 @@ def test_wire_carries_generators_records_and_function_references():
         wire.loads(b'{"__rng__": "MT19937x", "state": {}}')
 
 
-TRAINING_PARTS = inspect.getsource(ref) + "\n" + inspect.getsource(training_ref)
+TRAINING_PARTS = REFERENCE + "\n" + inspect.getsource(training_ref)
 
 
 def test_training_functions_in_the_sandbox_hang_return_functions_and_call_back(tmp_path):

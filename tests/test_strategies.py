@@ -10,9 +10,8 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 DRAW = textwrap.dedent('''
     import json, sys

@@ -27,8 +27,8 @@ from grader_tests.core import CHECKS, grade_id
 from grader_tests.faults import FAULTS
 from solutions import attention as attention_ref
 from solutions import training as tr
+from tests.helpers import ATTENTION_SOURCE, ROOT, submission_namespace
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # This model's matrices are tiny: several BLAS threads only wait for each other, and on a
 # busy machine make a training many times slower.
@@ -36,18 +36,12 @@ tr.limit_blas_threads(1)
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 TRAINING_SOURCE = inspect.getsource(tr)
-ATTENTION_SOURCE = inspect.getsource(attention_ref)
 
 
 def submission(*extra):
     """A namespace like a student's notebook: both references, exec'd as submission code
     (so they are not flagged as borrowed), then ``extra`` sources exec'd over them."""
-    ns = {"__name__": "__submission__"}
-    exec(compile(ATTENTION_SOURCE, "attention_submission.py", "exec"), ns)
-    exec(compile(TRAINING_SOURCE, "training_submission.py", "exec"), ns)
-    for source in extra:
-        exec(compile(textwrap.dedent(source), "training_extra.py", "exec"), ns)
-    return ns
+    return submission_namespace(*extra, training=True)
 
 
 # --- the reference ------------------------------------------------------------------------
@@ -639,6 +633,7 @@ SANDBOXED = dict(
     + [(f"stub: {name}", (name, [STUBS])) for name in POINTS_TRAINING])
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", sorted(SANDBOXED))
 def test_sandbox_gives_the_verdicts_of_in_process_grading(case, tmp_path):
     """Every planted bug, correct variant and stub, graded with its code in the sandbox
@@ -996,7 +991,9 @@ def _cli(path, capsys, *extra):
     return json.loads(capsys.readouterr().out)
 
 
-MODES = pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["isolated", "in-process"])
+# the isolated half grades the whole notebook in a jail: the slow lane
+MODES = pytest.mark.parametrize("mode", [pytest.param([], marks=pytest.mark.slow), ["--in-process"]],
+                                ids=["isolated", "in-process"])
 
 
 @MODES

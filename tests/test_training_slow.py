@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from solutions import training as tr
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # This model's matrices are tiny: several BLAS threads only wait for each other, and on a
 # busy machine make a training many times slower.

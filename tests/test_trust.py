@@ -30,9 +30,8 @@ from grader_tests.core import POINTS
 from grader_tests.sandbox import grade_isolated
 from tests.catalogue import REFERENCE_SOURCE
 from tests.catalogue.attacks import ATTACKS
-from tests.course import correct_notebook, kit_env
+from tests.helpers import ROOT, correct_notebook, kit_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADED = ["softmax", "causal_mask"]
 # Written by grading itself, not by a submission: left out of the course's checksum.
 GRADING_OUTPUTS = ("gradebook.db", "autograded", "feedback", "batch_log.jsonl", ".hypothesis",
@@ -101,7 +100,7 @@ def listener():
 def attack_code(name: str, course: str, marker: str, port: int) -> str:
     """The attack's source with its placeholders filled in."""
     source = textwrap.dedent(ATTACKS[name]["source"])
-    return (source.replace("{course}", course).replace("{kit}", ROOT)
+    return (source.replace("{course}", course).replace("{kit}", str(ROOT))
             .replace("{marker}", marker).replace("{port}", str(port)))
 
 
@@ -118,6 +117,7 @@ def fake_course(folder) -> None:
     (folder / "README.md").write_text("course\n")
 
 
+@pytest.mark.slow  # one jail per attack
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_an_attack_in_the_jail_gains_nothing_and_changes_nothing(name, tmp_path, listener):
     course = tmp_path / "course"
@@ -274,6 +274,7 @@ def test_the_class_of_attacks_through_batch_and_autograde(attacked_class, listen
         assert "secret-of-the-grader" not in autograded, student
 
 
+@pytest.mark.slow  # one jail per name
 @pytest.mark.parametrize("asked", ["softmax", "__setattr__", "f1", "layer_norm_forward"])
 def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
     """A submission that speaks the worker's protocol itself and asks the grader for a
@@ -298,7 +299,8 @@ def test_the_channel_answers_only_what_the_grader_offered(asked, tmp_path):
     assert flags == [] and all(r.score == r.max_score for r in results.values())
 
 
-@pytest.mark.parametrize("mode", ["in-process", "isolated"])
+# the isolated half: one jail per case
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("isolated", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", sorted(__import__("tests.catalogue.machinery",
                                                    fromlist=["GAMED"]).GAMED))
 def test_the_graders_machinery_does_no_students_work(case, mode):
@@ -323,6 +325,7 @@ def test_the_graders_machinery_does_no_students_work(case, mode):
             (c.name, c.fault) for c in results[name].checks if c.passed])
 
 
+@pytest.mark.slow  # one jail per case
 @pytest.mark.parametrize("case", ["announces a message and never sends it",
                                   "announces a message of gigabytes"])
 def test_the_framing_of_the_socket_cannot_hold_or_flood_the_grader(case, tmp_path):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 ZIZMOR_PIN = "1.32.0"  # pyproject.toml, [project.optional-dependencies] lint

@@ -40,6 +40,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TextIO
 
 from tools import build_notebooks, build_training_notebook
 from tools import make_submissions
@@ -89,7 +91,7 @@ def generated_release(assignment: str, scratch: Path) -> dict[str, bytes]:
     return _files(course / "release" / assignment)
 
 
-def step_notebook(module, check: bool) -> list[str]:
+def step_notebook(module: ModuleType, check: bool) -> list[str]:
     """Step 1 or 2: a builder's notebook. Returns the stale (check) or written paths."""
     expected = module.render()
     path = module.NOTEBOOK
@@ -131,7 +133,7 @@ def step_submissions(check: bool) -> list[str]:
     return [str(make_submissions.path_of(s).relative_to(ROOT)) for s in stale]
 
 
-def run(check: bool, out=sys.stdout) -> int:
+def run(check: bool, out: TextIO = sys.stdout) -> int:
     """Run the four steps in order, printing one line per step (and per stale or written
     file) to ``out``.
 

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tools.demo import (ASSIGNMENT, ROOT, below_full_marks, child_env, in_points_order,
                         students_of)
@@ -47,7 +48,7 @@ GRADE_TIME_LIMIT = 3600
 VISIBLE_CELL_TIMEOUT = 60
 
 
-def emit_summary(markdown):
+def emit_summary(markdown: str) -> None:
     """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` if set, else print it."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
@@ -65,7 +66,7 @@ class KitBroken(Exception):
 # The instructor's grading run.
 
 
-def run_main_job(root, jobs):
+def run_main_job(root: Path, jobs: int) -> None:
     """``python -m tools.demo --root ROOT --jobs JOBS``, its output streamed to ours.
 
     Raises:
@@ -81,7 +82,7 @@ def run_main_job(root, jobs):
         raise KitBroken(f"the main job (tools.demo) exited with status {result.returncode}")
 
 
-def check_outputs(root, students):
+def check_outputs(root: Path, students: list[str]) -> dict[str, Any]:
     """What the workflow uploads, read back: ``grades.csv``, ``class_summary.json``, and a
     feedback folder per graded student.
 
@@ -115,7 +116,7 @@ def check_outputs(root, students):
     return summary
 
 
-def grading_report(summary):
+def grading_report(summary: dict[str, Any]) -> str:
     """Markdown: the score table and how many students hit each fault id."""
     lines = [f"## Autograde: assignment `{summary.get('assignment', ASSIGNMENT)}`", "",
              "| student | score | below full marks (fault ids) |", "|---|---:|---|"]
@@ -137,7 +138,7 @@ def grading_report(summary):
     return "\n".join(lines) + "\n"
 
 
-def grade(root, jobs):
+def grade(root: Path, jobs: int) -> int:
     """The instructor's run. Returns the exit status."""
     started = time.perf_counter()
     root = root.resolve()
@@ -165,13 +166,14 @@ def grade(root, jobs):
 # The student's visible tests.
 
 
-def visible_notebook(nb):
+def visible_notebook(nb: Any) -> tuple[Any, list[int]]:
     """``nb`` without the cells the visible tests do not need: the hidden-check (grade)
     cells and the lesson's measurements (tag ``lesson``). Returns ``(notebook, indices of
     the visible-test cells in it)``."""
     import nbformat
 
-    kept, visible = [], []
+    kept: list[Any] = []
+    visible: list[int] = []
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -187,17 +189,19 @@ def visible_notebook(nb):
     return out, visible
 
 
-def test_name(cell, fallback):
+def test_name(cell: Any, fallback: str) -> str:
+    """A visible-test cell's name: its grade id without ``_visible_test``, else ``fallback``."""
     grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
     return grade_id.removesuffix("_visible_test") or fallback
 
 
-def first_line(text, limit=200):
+def first_line(text: object, limit: int = 200) -> str:
+    """The first non-blank line of ``str(text)``, stripped, cut to ``limit`` characters."""
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def visible_results(nb, visible):
+def visible_results(nb: Any, visible: list[int]) -> list[dict[str, Any]]:
     """Per visible test of the executed ``nb``: ``{"name", "passed", "message"}``."""
     results = []
     for n, index in enumerate(visible):
@@ -216,7 +220,8 @@ def visible_results(nb, visible):
     return results
 
 
-def visible_report(path, results):
+def visible_report(path: Path, results: list[dict[str, Any]]) -> str:
+    """Markdown: the table of the visible tests' ``results`` of the notebook at ``path``."""
     passed = sum(r["passed"] for r in results)
     lines = [f"## Visible tests of `{path.name}`: {passed}/{len(results)} passed", "",
              "| test | result | message |", "|---|---|---|"]
@@ -228,7 +233,7 @@ def visible_report(path, results):
     return "\n".join(lines) + "\n"
 
 
-def run_visible(path, strict=False):
+def run_visible(path: Path, strict: bool = False) -> int:
     """The student's check. Returns the exit status."""
     import nbformat
     from nbclient import NotebookClient
@@ -263,7 +268,8 @@ def run_visible(path, strict=False):
     return TESTS_FAILED if strict and not all(r["passed"] for r in results) else 0
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """The command line (``python -m tools.ci_grade``); returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m tools.ci_grade",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT,

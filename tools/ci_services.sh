@@ -2,7 +2,7 @@
 # What tests/test_batch_distributed.py needs on a machine, installed when missing:
 # PostgreSQL's server binaries (initdb, pg_ctl: Debian's postgresql package). The test
 # starts its own PostgreSQL server and Dask cluster on loopback, in temporary folders,
-# and stops them (tools/services.py), so nothing is left running here. Dask and psycopg
+# and stops them (tests/services.py), so nothing is left running here. Dask and psycopg
 # come with the kit's Python dependencies (pyproject.toml).
 #
 # Idempotent: when the binaries are on PATH or under /usr/lib/postgresql/*/bin it only

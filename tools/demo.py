@@ -50,7 +50,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+# child_env: the environment of nbgrader and, through it, of the kernels
+from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
+from grader_tests.config import nbgrader_env as child_env
 
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
@@ -64,31 +70,13 @@ GENERATED = ("gradebook.db", "autograded", "feedback", "grades.csv", "class_summ
 RETRY_TIME_LIMIT = 600
 
 
-def log(message):
+def log(message: str) -> None:
     """Print one progress line at once (the demo is watched while it runs)."""
     print(message, flush=True)
 
 
-def child_env():
-    """Environment of nbgrader and, through it, of the kernels.
-
-    This interpreter's scripts first on ``PATH`` (nbgrader runs ``alembic`` when it creates
-    a gradebook), one BLAS thread per kernel (one kernel per core), the venv's kernel spec
-    before any per-user one, and no debugger start-up warning on the kernels' stderr.
-    """
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.update({
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "JUPYTER_PREFER_ENV_PATH": "1",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-    })
-    return env
-
-
-def nbgrader(root, *args, timeout=None):
+def nbgrader(root: str | Path, *args: str, timeout: float | None = None,
+             ) -> subprocess.CompletedProcess[str]:
     """Run the command line ``nbgrader ARGS`` in ``root`` with this interpreter.
 
     Returns:
@@ -104,28 +92,13 @@ def nbgrader(root, *args, timeout=None):
     )
 
 
-def nbgrader_config(root):
-    """The traitlets config of ``root/nbgrader_config.py`` (what the command line reads)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-
-
-def course_directory(root, config=None):
-    """nbgrader's ``CourseDirectory`` as ``root/nbgrader_config.py`` (or ``config``)
-    configures it."""
-    from nbgrader.coursedir import CourseDirectory
-
-    return CourseDirectory(config=config or nbgrader_config(root))
-
-
-def is_example_course(coursedir) -> bool:
+def is_example_course(coursedir: Any) -> bool:
     """Whether ``coursedir`` (nbgrader's ``CourseDirectory``) is the example class: its
     course id is ``EXAMPLE_COURSE_ID`` (``example/nbgrader_config.py`` sets it)."""
     return coursedir.course_id == EXAMPLE_COURSE_ID
 
 
-def clean(root):
+def clean(root: Path) -> None:
     """Delete everything an earlier run of the demo wrote in the course folder ``root``.
     Only ever called on the example course."""
     for name in GENERATED:
@@ -136,7 +109,7 @@ def clean(root):
             path.unlink()
 
 
-def students_of(root):
+def students_of(root: Path) -> list[str]:
     """Student ids: the folders of ``submitted/`` that hold the assignment, sorted."""
     submitted = root / "submitted"
     if not submitted.is_dir():
@@ -145,7 +118,7 @@ def students_of(root):
                   if p.is_dir() and (p / ASSIGNMENT).is_dir())
 
 
-def record_due_date(coursedir, duedate):
+def record_due_date(coursedir: Any, duedate: str) -> None:
     """Record ``duedate`` (a UTC timestamp string nbgrader parses, as ``nbgrader db
     assignment add --duedate`` takes it) as the assignment's due date in the gradebook."""
     from nbgrader.api import Gradebook
@@ -158,7 +131,7 @@ def record_due_date(coursedir, duedate):
         gb.engine.dispose()
 
 
-def register_students(coursedir, students):
+def register_students(coursedir: Any, students: list[str]) -> None:
     """Make sure the assignment is in the gradebook and add every student to it."""
     from nbgrader.api import Gradebook
 
@@ -208,7 +181,7 @@ def _worker_grade(student):
             "seconds": time.perf_counter() - started, "output": output}
 
 
-def grade_with_command_line(root, student):
+def grade_with_command_line(root: Path, student: str) -> dict[str, Any]:
     """One student's autograde and feedback with the ``nbgrader`` command line (a retry)."""
     started = time.perf_counter()
     ok = feedback = False
@@ -229,7 +202,8 @@ def grade_with_command_line(root, student):
             "seconds": time.perf_counter() - started, "output": output}
 
 
-def describe(run):
+def describe(run: dict[str, Any]) -> str:
+    """How one student's run ended, in a few words (a progress line's end)."""
     if run["ok"] and run["feedback"]:
         return "autograded, feedback written"
     if run["ok"]:
@@ -237,7 +211,7 @@ def describe(run):
     return "AUTOGRADE FAILED"
 
 
-def grade_all(root, students, jobs):
+def grade_all(root: Path, students: list[str], jobs: int) -> dict[str, dict[str, Any]]:
     """Autograde every student and write the feedback, ``jobs`` students at a time,
     printing a line per student as it ends. A student whose autograde or feedback failed
     (or whose worker died) is tried once more with the command line; nbgrader's log of a
@@ -273,7 +247,7 @@ def grade_all(root, students, jobs):
     return {s: done[s] for s in students}
 
 
-def export_grades(root, coursedir):
+def export_grades(root: Path, coursedir: Any) -> None:
     """``nbgrader export``: its CSV plugin writes ``grades.csv`` from the gradebook."""
     from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
@@ -286,14 +260,14 @@ def export_grades(root, coursedir):
 # Reading the results: nbgrader's scores joined to the graders' reports.
 
 
-def graded_names():
+def graded_names() -> dict[str, str]:
     """``{grade id: graded name}`` of the hidden cells, in ``POINTS`` order."""
     from grader_tests.core import POINTS, grade_id
 
     return {grade_id(name): name for name in POINTS}
 
 
-def reports_in_notebook(path):
+def reports_in_notebook(path: str | Path) -> dict[str, dict[str, Any]]:
     """The graders' reports in an autograded notebook, and how each grade cell ended.
 
     Returns:
@@ -325,7 +299,7 @@ def reports_in_notebook(path):
     return found
 
 
-def faults_of(report):
+def faults_of(report: dict[str, Any]) -> list[str]:
     """Distinct fault ids of a report's failed checks, in order of first appearance."""
     seen = []
     for check in report.get("checks", []):
@@ -342,7 +316,8 @@ CELL_ERROR_FAULTS = {"NotImplementedError": "not-implemented", "CellTimeoutError
                      "TimeoutError": "timeout"}
 
 
-def collect_results(root, coursedir, students, runs):
+def collect_results(root: Path, coursedir: Any, students: list[str], runs: dict[str, dict[str, Any]],
+                    ) -> dict[str, dict[str, Any]]:
     """Per student: the total, and per grade cell nbgrader's score and the graders' faults.
 
     Returns:
@@ -392,22 +367,23 @@ def collect_results(root, coursedir, students, runs):
     return results
 
 
-def in_points_order(cells):
+def in_points_order(cells: Iterable[str]) -> list[str]:
     """Names of ``cells`` in ``POINTS`` order, then any other grade cell by name."""
     order = list(graded_names().values())
     return sorted(cells, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
-def below_full_marks(cell):
+def below_full_marks(cell: dict[str, Any]) -> bool:
+    """Whether a grade cell's ``score`` is below its ``max_score`` (points)."""
     return cell["score"] < cell["max_score"] - 1e-9
 
 
-def final_score(entry):
+def final_score(entry: dict[str, Any]) -> float:
     """The score after nbgrader's late penalty (as ``nbgrader export`` computes it)."""
     return max(0.0, entry["score"] - entry["late_penalty"])
 
 
-def late_note(entry):
+def late_note(entry: dict[str, Any]) -> str | None:
     """``"late 3 h 0 min: 98.00 - 9.80"`` for a late submission, else None."""
     if entry["seconds_late"] <= 0:
         return None
@@ -418,7 +394,7 @@ def late_note(entry):
     return f"late {late}: {entry['score']:.2f} - {entry['late_penalty']:.2f} late penalty"
 
 
-def print_table(results):
+def print_table(results: dict[str, dict[str, Any]]) -> None:
     """The score table: student, score / max (after the late penalty, which is shown),
     and each name below full marks with the fault ids its checks reported."""
     width = max([len("student")] + [len(s) for s in results])
@@ -440,9 +416,9 @@ def print_table(results):
             log(f"{'':<{width}}  {'':>15}  {line}")
 
 
-def class_summary(results):
+def class_summary(results: dict[str, dict[str, Any]]) -> dict[str, int]:
     """How many students hit each fault id (a student counts once per id), most first."""
-    counts = {}
+    counts: dict[str, int] = {}
     for entry in results.values():
         hit = {f for cell in entry["cells"].values() if below_full_marks(cell)
                for f in cell["faults"]}
@@ -451,7 +427,8 @@ def class_summary(results):
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def print_summary(counts, n_students):
+def print_summary(counts: dict[str, int], n_students: int) -> None:
+    """Print the class summary: per fault id, how many of the ``n_students`` hit it."""
     log("")
     log(f"class summary: how many of the {n_students} students hit each fault id")
     if not counts:
@@ -460,7 +437,7 @@ def print_summary(counts, n_students):
         log(f"  {fault:<28} {n}")
 
 
-def open_training_gate(root, coursedir):
+def open_training_gate(root: Path, coursedir: Any) -> list[str] | None:
     """Step 8: ``tools/unlock_training.py with its default threshold (full marks):
     release `training` to the students whose `attention` grade allows it; print who is
     unlocked and who is not, and why.
@@ -485,7 +462,8 @@ def open_training_gate(root, coursedir):
     return sorted(ledger["students"])
 
 
-def summary_json(students, counts, results, seconds):
+def summary_json(students: list[str], counts: dict[str, int], results: dict[str, dict[str, Any]],
+                 seconds: float) -> dict[str, Any]:
     """What ``class_summary.json`` holds."""
     return {
         "assignment": ASSIGNMENT,
@@ -507,7 +485,8 @@ def summary_json(students, counts, results, seconds):
 # ---------------------------------------------------------------------------------------
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """The demo's command line (``python -m tools.demo``); returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m tools.demo",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=EXAMPLE,

@@ -55,13 +55,20 @@ import inspect
 import re
 import sys
 from pathlib import Path
+from typing import Any, Union
 
 import nbformat
 
+from grader_tests import regions
 from grader_tests.core import grade_id
+from grader_tests.regions import BEGIN, END, region_of, solution_cells  # noqa: F401  (re-exported)
 from solutions import attention as reference
 
 ROOT = Path(__file__).resolve().parent.parent
+# A file or folder, as a string or a path.
+PathLike = Union[str, Path]
+# A bug: a whole replacement solution region, or ``(old, new)`` edits of the reference's.
+Bug = Union[str, list[tuple[str, str]]]
 ASSIGNMENT = "attention"
 RELEASE = ROOT / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 SOURCE = ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
@@ -79,7 +86,6 @@ EARLY_FIRST = datetime.timedelta(days=2)
 # ... except the late one: submitted this long after the due date.
 LATE = {"student_heads_merged_wrong": datetime.timedelta(hours=3)}
 
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # nbgrader's default code stub
 DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
@@ -124,7 +130,7 @@ SOFTMAX_INFINITE_LOOP = """\
 """
 
 # student -> {"bugs": {function: edits or a whole region}, "stubs": bool, "delete": [grade ids]}
-STUDENTS = {
+STUDENTS: dict[str, dict[str, Any]] = {
     "student_correct": {},
     "student_mask_after_softmax": {"bugs": {"scaled_dot_product_attention": MASK_AFTER_SOFTMAX}},
     "student_softmax_query_axis": {"bugs": {"scaled_dot_product_attention": SOFTMAX_QUERY_AXIS}},
@@ -150,43 +156,25 @@ TRAP_FUNCTION = {
 # Solution regions.
 
 
-def region_of(text):
-    """The lines strictly between ``### BEGIN SOLUTION`` and ``### END SOLUTION``.
-
-    Raises:
-        ValueError: if ``text`` does not hold exactly one such region.
-    """
-    lines = text.splitlines()
-    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
-    ends = [i for i, line in enumerate(lines) if line.strip() == END]
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise ValueError("expected exactly one solution region")
-    return "\n".join(lines[begins[0] + 1:ends[0]]) + "\n"
-
-
-def reference_region(name):
+def reference_region(name: str) -> str:
     """The solution region of reference function ``name`` (indented as in its body)."""
-    return region_of(inspect.getsource(getattr(reference, name)))
+    return regions.reference_region(reference, name)
 
 
-def reference_function(name):
+def reference_function(name: str) -> str:
     """The source of reference function ``name`` with its two marker lines removed."""
     lines = inspect.getsource(getattr(reference, name)).splitlines()
     return "\n".join(line for line in lines if line.strip() not in (BEGIN, END)) + "\n"
 
 
-def solution_lines(source_path=SOURCE):
+def solution_lines(source_path: PathLike = SOURCE) -> set[str]:
     """Every line with a letter or digit in it of every solution region, stripped: the
     reference functions' and the instructor notebook's (the exercises'). None may show in
     what students receive."""
-    regions = [reference_region(name) for name in reference.SPEC_FUNCTIONS]
-    source = nbformat.read(str(source_path), as_version=4)
-    regions += [region_of(cell.source) for cell in solution_cells(source).values()]
-    return {line.strip() for region in regions for line in region.splitlines()
-            if any(ch.isalnum() for ch in line)}
+    return regions.solution_lines(reference, source_path)
 
 
-def apply_bug(region, bug):
+def apply_bug(region: str, bug: Bug) -> str:
     """``region`` with ``bug`` applied: a whole replacement region (str) or a list of
     ``(old, new)`` edits, each of which must match exactly once."""
     if isinstance(bug, str):
@@ -198,7 +186,7 @@ def apply_bug(region, bug):
     return region
 
 
-def fill(cell_source, region):
+def fill(cell_source: str, region: str) -> str:
     """Replace nbgrader's two-line stub in ``cell_source`` by ``region``.
 
     Raises:
@@ -218,17 +206,12 @@ def fill(cell_source, region):
     raise ValueError("no nbgrader stub in this cell")
 
 
-def solution_cells(nb):
-    """``{grade_id: cell}`` of the solution cells of a notebook."""
-    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
-
-
 # ---------------------------------------------------------------------------------------
 # The class.
 
 
-def submission(release, source, spec):
+def submission(release: nbformat.NotebookNode, source: nbformat.NotebookNode,
+               spec: dict[str, Any]) -> nbformat.NotebookNode:
     """One student's notebook: a deep copy of ``release`` filled as ``spec`` says."""
     nb = copy.deepcopy(release)
     if not spec.get("stubs"):
@@ -253,7 +236,7 @@ def submission(release, source, spec):
     return nb
 
 
-def build(release_path=RELEASE, source_path=SOURCE):
+def build(release_path: PathLike = RELEASE, source_path: PathLike = SOURCE) -> dict[str, str]:
     """Every student's notebook, as ``{student: notebook text}`` (what ``write`` writes)."""
     release = nbformat.read(str(release_path), as_version=4)
     source = nbformat.read(str(source_path), as_version=4)
@@ -265,13 +248,13 @@ def build(release_path=RELEASE, source_path=SOURCE):
     return out
 
 
-def due_date():
+def due_date() -> datetime.datetime:
     """``DUE_DATE`` as an aware UTC ``datetime``."""
     return datetime.datetime.strptime(DUE_DATE.removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S") \
         .replace(tzinfo=datetime.timezone.utc)
 
 
-def timestamps():
+def timestamps() -> dict[str, str]:
     """``{student: timestamp.txt text}``: when each student submitted, in nbgrader's format
     (``"2025-03-12 17:00:00.000000 UTC"``); the students of ``LATE`` after the due date,
     the others before it."""
@@ -283,15 +266,18 @@ def timestamps():
     return out
 
 
-def path_of(student, root=SUBMITTED):
+def path_of(student: str, root: PathLike = SUBMITTED) -> Path:
+    """Where ``student``'s notebook is under the submissions folder ``root``."""
     return Path(root) / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 
 
-def timestamp_path_of(student, root=SUBMITTED):
+def timestamp_path_of(student: str, root: PathLike = SUBMITTED) -> Path:
+    """Where ``student``'s ``timestamp.txt`` is under the submissions folder ``root``."""
     return Path(root) / student / ASSIGNMENT / "timestamp.txt"
 
 
-def write(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
+def write(root: PathLike = SUBMITTED, release_path: PathLike = RELEASE,
+          source_path: PathLike = SOURCE) -> list[Path]:
     """Write every student's notebook and ``timestamp.txt`` under ``root``; returns the
     paths written."""
     written = []
@@ -305,7 +291,8 @@ def write(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
     return written
 
 
-def stale(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
+def stale(root: PathLike = SUBMITTED, release_path: PathLike = RELEASE,
+          source_path: PathLike = SOURCE) -> list[str]:
     """Students whose committed notebook or ``timestamp.txt`` differs from what ``write``
     would write."""
     stamps = timestamps()
@@ -317,7 +304,9 @@ def stale(root=SUBMITTED, release_path=RELEASE, source_path=SOURCE):
             if differs(path_of(s, root), text) or differs(timestamp_path_of(s, root), stamps[s])]
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """The command line: write the example class, or with ``--check`` exit 1 naming every
+    stale student."""
     parser = argparse.ArgumentParser(prog="python -m tools.make_submissions",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",

@@ -66,6 +66,9 @@ from typing import Any
 GATE_ASSIGNMENT = "attention"
 ASSIGNMENT = "training"
 LEDGER = "unlocked.json"
+# A threshold as ``parse_threshold`` reads it: ``("full", None)``, ``("points", x)`` or
+# ``("percent", x)``.
+Threshold = tuple[str, float | None]
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside tools/
@@ -80,7 +83,7 @@ from grader_tests.i18n import _, course_language, ngettext, use_language  # noqa
 HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
 
 
-def course_settings(config_dir):
+def course_settings(config_dir: str | Path) -> tuple[str | None, str | None, str | None]:
     """``(db_url, root, course_id)`` from ``nbgrader_config.py`` in ``config_dir`` (any
     may be None)."""
     course = course_config(str(config_dir))
@@ -201,7 +204,7 @@ def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
     return collected
 
 
-def parse_threshold(text):
+def parse_threshold(text: object) -> Threshold:
     """``("full", None)``, ``("points", x)`` or ``("percent", x)`` from the CLI text.
 
     Raises:
@@ -221,7 +224,7 @@ def parse_threshold(text):
     return (kind, value)
 
 
-def required_score(threshold, max_score):
+def required_score(threshold: Threshold, max_score: float) -> float:
     """Points needed out of ``max_score`` for a ``parse_threshold`` value."""
     kind, value = threshold
     if kind == "full":
@@ -231,7 +234,8 @@ def required_score(threshold, max_score):
     return float(value)
 
 
-def describe_threshold(threshold, max_score):
+def describe_threshold(threshold: Threshold, max_score: float) -> str:
+    """The threshold in words, with the points it needs out of ``max_score``."""
     kind, value = threshold
     need = required_score(threshold, max_score)
     if kind == "full":
@@ -341,7 +345,7 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
     return verdicts
 
 
-def load_ledger(path):
+def load_ledger(path: Path) -> dict[str, Any]:
     """The ledger ``{"assignment": ..., "students": {id: record}}`` (empty if absent)."""
     if path.is_file():
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -350,15 +354,18 @@ def load_ledger(path):
     return {"assignment": ASSIGNMENT, "students": {}}
 
 
-def save_ledger(path, ledger):
+def save_ledger(path: Path, ledger: dict[str, Any]) -> None:
+    """Write ``ledger`` to ``path`` as JSON, atomically (a temporary file, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(temporary, path)
 
 
-def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=None,
-           exchange=None, course_id=None, config_dir=None):
+def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Threshold,
+           dry_run: bool = False, now: str | None = None, exchange: str | Path | None = None,
+           course_id: str | None = None, config_dir: str | Path | None = None,
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Release `training` to every eligible student not released to before.
 
     Args:
@@ -420,7 +427,8 @@ def unlock(gradebook, release_dir, unlocked_dir, threshold, dry_run=False, now=N
     return newly, already, locked
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """The command line (``python tools/unlock_training.py``); returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threshold", default="full",
                         help="'full' (default), a number of points, or a percentage like 95%%")

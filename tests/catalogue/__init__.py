@@ -9,29 +9,24 @@ replaced functions therefore call the other functions of that namespace, as they
 a notebook.
 """
 
-import inspect
-import textwrap
-
 from solutions import attention as _reference
+from tests.helpers import ATTENTION_SOURCE, submission_namespace
 
 # Compiled under a neutral file name: the graders flag code whose file is the reference's
 # own (tampering), and a submission's code never is.
-REFERENCE_SOURCE = inspect.getsource(_reference)
+REFERENCE_SOURCE = ATTENTION_SOURCE
 SPEC_FUNCTIONS = tuple(_reference.SPEC_FUNCTIONS)
 
 
 def build_namespace(sources, label="entry"):
-    """A fresh submission namespace: the reference source, then each of ``sources``.
+    """A fresh submission namespace: the reference source, then each of ``sources``
+    (``tests.helpers.submission_namespace``).
 
     Args:
         sources: iterable of str, Python source run in order in the same namespace.
-        label: str, used in the compiled file names (shown in tracebacks).
+        label: str, used in the compiled file names (``<label:i>``, shown in tracebacks).
 
     Returns:
         dict, the namespace to grade.
     """
-    namespace = {"__name__": "__submission__"}
-    exec(compile(REFERENCE_SOURCE, "submission.py", "exec"), namespace)
-    for i, source in enumerate(sources):
-        exec(compile(textwrap.dedent(source), f"<{label}:{i}>", "exec"), namespace)
-    return namespace
+    return submission_namespace(*sources, label=label)

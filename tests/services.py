@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import kit_env
+
 # Seconds a server may take to start, and to stop before it is killed.
 START_TIMEOUT = 90
 STOP_TIMEOUT = 20
@@ -125,16 +126,6 @@ def postgres():
                            cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            timeout=STOP_TIMEOUT + 10, check=False, **who)
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def kit_env(**extra):
-    """The environment of a process that imports the kit from this checkout."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    env.update(extra)
-    return env
 
 
 def _stop(proc):
