@@ -3,7 +3,8 @@
 extra of ``pyproject.toml``).
 
 The English text is the code's own (``_()``, ``ngettext()``, ``N_()`` of
-``grader_tests.i18n``, in the files of ``SOURCES``); each other language of
+``grader_tests.i18n``, in the files of ``SOURCES``; ``tr()`` in the code that runs in the
+student's kernel, whose messages ``kernel_catalogue`` compiles apart); each other language of
 ``grader_tests.i18n.LANGUAGES`` has ``grader_tests/locale/<lang>/LC_MESSAGES/
 attention_kit.po`` (written by a translator) and its compiled ``attention_kit.mo``, both
 committed, so that grading needs no Babel. After changing a marked message::
@@ -29,8 +30,6 @@ from babel.messages.extract import extract as extract_from_fileobj
 from babel.messages.extract import extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
-
-from tools.notebook_cells import KERNEL_CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grader_tests"
@@ -146,7 +145,8 @@ def kernel_catalogue(lang: str) -> bytes:
     """The compiled catalogue of the messages that run in the student's kernel
     (``tr()`` in ``KERNEL_SOURCES`` and ``EMBEDDED``), in ``lang``, from its ``.po``: only
     those messages (nothing of the graders' is handed to students). The builders write it
-    as ``KERNEL_CATALOGUE`` beside each notebook of a course in ``lang``.
+    as ``tools.notebook_cells.KERNEL_CATALOGUE`` beside each notebook of a course in
+    ``lang``.
 
     Args:
         lang: a language of ``TRANSLATED``.
