@@ -1,7 +1,22 @@
 ## Given code both notebooks share: the Validate helpers of the attention notebook's setup
 ## cell and of the training notebook's gate. The builders insert this file, less these
 ## `##` lines, where a document says `# {{ validate_helpers }}` (the gate through
-## tools/build_training_notebook.py's gate_source), with the two `{{ ... }}` values filled in.
+## tools/build_training_notebook.py's gate_source), with the three `{{ ... }}` values filled in.
+# The messages of these cells in the course's language: the catalogue kit_messages.mo that
+# the kit ships beside the notebook in a course that is not in English (without it, the
+# messages as written here).
+try:
+    with open({{ kernel_catalogue }}, "rb") as _catalogue:
+        MESSAGES = gettext.GNUTranslations(_catalogue)
+except Exception:  # noqa: BLE001 (no catalogue, or not one)
+    MESSAGES = gettext.NullTranslations()
+
+
+def tr(message, **fields):
+    """``message`` in the course's language, its ``{field}`` places filled from ``fields``."""
+    return MESSAGES.gettext(message).format(**fields)
+
+
 # How the visible checks of each graded part last ended, by name: None when they passed,
 # else the message they stopped with. The check cells (before the hidden checks) read it,
 # so that Validate fails where a visible test fails.
@@ -16,7 +31,7 @@ def visible_checks(name, seconds=5):
     """Run a visible-test block under ``time_limit(seconds)`` and remember in
     ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
     __tracebackhide__ = True
-    VISIBLE_CHECKS[name] = "they did not finish"
+    VISIBLE_CHECKS[name] = tr("they did not finish")
     try:
         with time_limit(seconds):
             yield
@@ -35,9 +50,10 @@ def visible_checks_summary():
               if failure is not None and n not in stubs]
     passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
     not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
-    for label, names in (("passed", passed), ("fail", failed), ("still stubs", stubs),
-                         ("not run", not_run)):
-        print(f"{label} ({len(names)}): {', '.join(names) if names else '-'}")
+    for label, names in ((tr("passed"), passed), (tr("fail"), failed),
+                         (tr("still stubs"), stubs), (tr("not run"), not_run)):
+        print(tr("{label} ({count}): {names}", label=label, count=len(names),
+                 names=", ".join(names) if names else "-"))
 
 
 def _lines(text, width=80):
@@ -87,9 +103,9 @@ def before_grading(name, *args, answers=()):
     if not answers:
         fn = globals().get(name)
         if not callable(fn):
-            return f"{name} is not defined:\n" + _lines(
-                f"the notebook has no function named {name} (deleted or renamed?); names "
-                "are case-sensitive.")
+            return tr("{name} is not defined:", name=name) + "\n" + _lines(tr(
+                "the notebook has no function named {name} (deleted or renamed?); names "
+                "are case-sensitive.", name=name))
         quiet = io.StringIO()
         try:
             with time_limit(2), contextlib.redirect_stdout(quiet), \
@@ -98,23 +114,25 @@ def before_grading(name, *args, answers=()):
                 warnings.simplefilter("ignore")
                 fn(*args)
         except NotImplementedError:
-            return f"{name} is still the stub."
+            return tr("{name} is still the stub.", name=name)
         except BaseException:
             pass
         missing = unavailable_modules(fn)
         if missing:
-            return (f"{name} uses {', '.join(missing)}, missing when graded:\n" + _lines(
-                f"the grading environment provides Python's standard library and "
-                f"{', '.join(GRADING_MODULES)} only, so {name} would fail there."))
+            return (tr("{name} uses {modules}, missing when graded:", name=name,
+                       modules=", ".join(missing)) + "\n" + _lines(tr(
+                "the grading environment provides Python's standard library and "
+                "{modules} only, so {name} would fail there.",
+                modules=", ".join(GRADING_MODULES), name=name)))
     else:
         missing = [v for v in answers if v not in globals()]
         if missing:
-            return f"{name}: not answered yet.\n" + _lines(
-                f"Assign {', '.join(missing)} in the answer cell.")
+            return tr("{name}: not answered yet.", name=name) + "\n" + _lines(
+                tr("Assign {names} in the answer cell.", names=", ".join(missing)))
     if name not in VISIBLE_CHECKS:
-        return f"the visible checks of {name} have not run:\n" + _lines(
-            "run the notebook from the top (Kernel > Restart Kernel and Run All Cells).")
+        return tr("the visible checks of {name} have not run:", name=name) + "\n" + _lines(
+            tr("run the notebook from the top (Kernel > Restart Kernel and Run All Cells)."))
     if VISIBLE_CHECKS[name] is not None:
-        return (f"the visible checks of {name} fail:\n"
+        return (tr("the visible checks of {name} fail:", name=name) + "\n"
                 + _lines(VISIBLE_CHECKS[name]))
     return None

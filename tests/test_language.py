@@ -30,6 +30,8 @@ import nbformat
 import pytest
 
 from tools import build_notebooks, build_training_notebook, make_submissions
+from tools.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
+from tools.notebook_cells import KERNEL_CATALOGUE
 from tools.notebook_language import (check_same_structure, course_language, document_path,
                                      points_label)
 
@@ -275,6 +277,7 @@ def italian_kit(tmp_path_factory):
         path = kit / "source" / name / f"{name}.ipynb"
         path.parent.mkdir(parents=True)
         path.write_bytes(module.render(course_language(kit)))
+        path.with_name(KERNEL_CATALOGUE).write_bytes(kernel_catalogue("it"))  # as build_all
         done = run_nbgrader(kit, "generate_assignment", name, "--force")
         assert done.returncode == 0, done.stdout[-4000:]
     submitted = kit / "example" / "submitted"
@@ -308,6 +311,7 @@ def test_italian_source_validates_and_release_fails_every_test(italian_kit, tmp_
     for name in ("attention", assignment):
         (tmp_path / name).mkdir(exist_ok=True)
         shutil.copy(italian_kit / "source" / name / f"{name}.ipynb", tmp_path / name)
+        shutil.copy(italian_kit / "source" / name / KERNEL_CATALOGUE, tmp_path / name)
     source = run_nbgrader(italian_kit, "validate",
                           str(tmp_path / assignment / f"{assignment}.ipynb"))
     assert source.returncode == 0, source.stdout[-3000:]
@@ -388,3 +392,103 @@ def test_build_all_of_an_english_course_notes_a_translation_out_of_step(tmp_path
     assert "note: the 'it' translation is out of step" in text
     assert "missing ['lesson_cost_text'], extra ['gone']" in text
     assert text.count("note:") == 1  # the training translation is in step
+
+
+# ---------------------------------------------------------------------------------------
+# The messages of the code that runs in the student's kernel.
+
+def english_fragments() -> list[str]:
+    """The English text of every message of the notebooks' code (``tr()``), cut at its
+    ``{placeholders}`` and line breaks: the pieces of four words or more."""
+    pieces = []
+    for message in extract([ROOT / rel for rel in KERNEL_SOURCES], KERNEL_KEYWORDS):
+        if message.id:
+            pieces += [p.strip() for p in re.split(r"\{[^{}]*\}|\n", message.id)
+                       if len(p.split()) >= 4]
+    assert len(pieces) > 150
+    return pieces
+
+
+def test_the_kernel_catalogue_holds_only_the_notebooks_messages_all_translated():
+    import gettext
+    import io
+
+    catalogue = gettext.GNUTranslations(io.BytesIO(kernel_catalogue("it")))
+    messages = [m.id for m in extract([ROOT / rel for rel in KERNEL_SOURCES], KERNEL_KEYWORDS)
+                if m.id]
+    assert len(messages) > 150 and set(catalogue._catalog) - {""} == set(messages)
+    for message in messages:  # (one with no words of its own may stay as it is)
+        if re.search(r"[a-z]{2}", re.sub(r"\{[^{}]*\}", "", message)):
+            assert catalogue.gettext(message) != message, message
+    assert catalogue.gettext("{name} is still the stub.") == "{name} è ancora lo stub."
+    assert kernel_catalogue("it") == kernel_catalogue("it")  # the same bytes every build
+    with pytest.raises(ValueError, match="no catalogue"):
+        kernel_catalogue("en")
+
+
+def test_the_italian_gate_speaks_italian_beside_its_catalogue(tmp_path, monkeypatch):
+    gate = build_training_notebook.build_notebook("it").cells[0].source
+    assert gate == build_training_notebook.build_notebook("en").cells[0].source
+    (tmp_path / KERNEL_CATALOGUE).write_bytes(kernel_catalogue("it"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "nowhere" / "attention.ipynb"))
+    namespace = {"__name__": "__main__"}
+    with pytest.raises(Exception) as info:
+        exec(compile(gate, "gate", "exec"), namespace)
+    message = str(info.value)
+    assert type(info.value).__name__ == "GateClosed"
+    assert message.startswith("Il cancello è chiuso: non ha trovato il tuo notebook attention "
+                              "(il percorso in ATTENTION_NOTEBOOK):")
+    assert str(tmp_path / "nowhere" / "attention.ipynb") in message
+    assert not [p for p in english_fragments() if p in message]
+    with pytest.raises(Exception, match="esegui la prima cella di questo notebook"):
+        namespace["require_gate"]()
+
+
+@pytest.mark.slow
+def test_an_italian_release_validates_in_italian(italian_kit, tmp_path):
+    """The Italian release, beside the catalogue nbgrader released with it, handed in with
+    one trap (the mask applied after the softmax) and the other parts left as stubs: the
+    Validate messages (the visible test of the trap, the stub parts, the summary) are
+    Italian and hold no English message of the notebooks' code."""
+    from nbclient import NotebookClient
+
+    release = italian_kit / "release" / "attention"
+    assert (release / KERNEL_CATALOGUE).read_bytes() == kernel_catalogue("it")
+    trap = nbformat.read(str(italian_kit / "example" / "submitted"
+                             / "student_mask_after_softmax" / "attention" / "attention.ipynb"), 4)
+    stubs = nbformat.read(str(release / "attention.ipynb"), 4)
+    keep = {"softmax_solution", "scaled_dot_product_attention_solution"}
+    for cell in trap.cells:  # every other part back to the release's stub
+        if cell.metadata.get("nbgrader", {}).get("solution") and cell.id not in keep:
+            cell.source = next(c.source for c in stubs.cells if c.id == cell.id)
+    folder = tmp_path / "attention"
+    folder.mkdir()
+    nbformat.write(trap, str(folder / "attention.ipynb"))
+    shutil.copy(release / KERNEL_CATALOGUE, folder)
+    # the messages as a student reads them in the notebook
+    NotebookClient(trap, timeout=300, allow_errors=True,
+                   resources={"metadata": {"path": str(folder)}}).execute()
+    outputs = {c.id: c.get("outputs", []) for c in trap.cells if c.cell_type == "code"}
+    errors = {cell: o["evalue"] for cell, out in outputs.items() for o in out
+              if o["output_type"] == "error"}
+    said = "\n".join(list(errors.values()) + [
+        o.get("text", "") for out in outputs.values() for o in out if o["output_type"] == "stream"])
+    assert errors["scaled_dot_product_attention_visible_test"].startswith(
+        "con la maschera [[True, False]] i pesi sono [[0.25, 0]]: il peso mascherato è stato "
+        "azzerato dopo la softmax")
+    assert errors["causal_mask_hidden_checks"] == "causal_mask è ancora lo stub."
+    assert errors["scaled_dot_product_attention_hidden_checks"].startswith(
+        "i controlli visibili di scaled_dot_product_attention falliscono:")
+    assert "softmax: controlli visibili superati" in said
+    summary = said[said.index("\nsuperati ("):]
+    assert summary.startswith("\nsuperati (1): softmax\nfalliti ("), summary
+    assert re.search(r"\nfalliti \(\d+\): (.*, )?scaled_dot_product_attention[,\n]", summary), summary
+    assert "\nancora stub (" in summary and "\nnon eseguiti (" in summary, summary
+    assert not [p for p in english_fragments() if p in said]
+    # and through nbgrader's Validate
+    done = run_nbgrader(italian_kit, "validate", str(folder / "attention.ipynb"))
+    assert "causal_mask è ancora lo stub." in done.stdout, done.stdout[-3000:]
+    assert "i controlli visibili di scaled_dot_product_attention falliscono:\n" \
+        "    AssertionError: con la maschera [[True, False]] i pesi sono [[0.25, 0]]: il peso\n" \
+        "    mascherato è stato azzerato dopo la softmax" in done.stdout, done.stdout[-3000:]

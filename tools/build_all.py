@@ -1,7 +1,11 @@
 """Rebuild every generated file of the course, in the order they depend on each other.
 
 1. ``source/attention/attention.ipynb`` from ``notebooks/attention.py`` and
-   ``solutions/attention.py`` (``tools/build_notebooks.py``);
+   ``solutions/attention.py`` (``tools/build_notebooks.py``); in a course in another
+   language than English, beside it ``kit_messages.mo``, the catalogue of the messages of
+   the notebooks' code (the visible tests, the Validate helpers, the gate) in that
+   language, from the kit's gettext catalogue (``tools.i18n.kernel_catalogue``), which
+   step 2 writes beside the training notebook too and nbgrader releases with each;
 2. ``source/training/training.ipynb`` from ``notebooks/training.py`` and
    ``solutions/training.py`` (``tools/build_training_notebook.py``); its gate holds the
    SHA-256 of the attention notebook's setup and visible-test cells, so it is rebuilt after
@@ -48,6 +52,7 @@ from tools import make_submissions
 from tools.notebook_language import (DEFAULT_LANGUAGE, LANGUAGES, check_same_structure,
                                      course_language, document_path)
 from tools.demo import nbgrader
+from tools.notebook_cells import KERNEL_CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("attention", "training")
@@ -91,16 +96,42 @@ def generated_release(assignment: str, scratch: Path) -> dict[str, bytes]:
     return _files(course / "release" / assignment)
 
 
+def kernel_files(language: str) -> dict[str, bytes | None]:
+    """The files shipped beside each source notebook for its code's messages, by name:
+    in a course in another language than English, the catalogue of the notebooks' code
+    (``tools.i18n.kernel_catalogue``); in English none (None: the file must not be there).
+
+    Raises:
+        ValueError: a message of the notebooks' code is not translated into ``language``.
+    """
+    if language == DEFAULT_LANGUAGE:
+        return {KERNEL_CATALOGUE: None}
+    from tools.i18n import kernel_catalogue  # (Babel: only for a translated course)
+
+    return {KERNEL_CATALOGUE: kernel_catalogue(language)}
+
+
 def step_notebook(module: ModuleType, check: bool) -> list[str]:
-    """Step 1 or 2: a builder's notebook. Returns the stale (check) or written paths."""
-    expected = module.render()
+    """Step 1 or 2: a builder's notebook, and beside it the catalogue of its code's
+    messages (``kernel_files``). Returns the stale (check) or written paths, a file to
+    delete included."""
     path = module.NOTEBOOK
-    if path.exists() and path.read_bytes() == expected:
-        return []
-    if not check:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(expected)
-    return [str(path.relative_to(ROOT))]
+    wanted: dict[Path, bytes | None] = {path: module.render()}
+    for name, data in kernel_files(course_language(ROOT)).items():
+        wanted[path.parent / name] = data
+    changed = []
+    for target, expected in wanted.items():
+        if (expected is None and not target.exists()) or \
+                (expected is not None and target.exists() and target.read_bytes() == expected):
+            continue
+        if not check:
+            if expected is None:
+                target.unlink()
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(expected)
+        changed.append(str(target.relative_to(ROOT)))
+    return changed
 
 
 def step_release(assignment: str, check: bool, scratch: Path) -> list[str]:

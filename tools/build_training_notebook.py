@@ -208,6 +208,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per proces
 
 import contextlib
 import dis
+import gettext
 import hashlib
 import io
 import json
@@ -241,7 +242,8 @@ def time_limit(seconds):
         return
 
     def on_alarm(signum, frame):
-        raise TimeoutError(f"this code took longer than {seconds} s: is there a loop that never ends?")
+        raise TimeoutError(tr("this code took longer than {seconds} s: is there a loop that never ends?",
+                              seconds=seconds))
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -281,16 +283,16 @@ def _gate_run():
     if not path.is_file():
         # Never anyone else's functions (not even the kit's reference where it is installed):
         # the gate opens on the student's own attention notebook or stays closed.
-        told = ("the path in ATTENTION_NOTEBOOK" if where
-                else "the attention folder next to this training folder")
-        return False, (
-            f"The gate is closed: it could not find your attention notebook ({told}):\n"
-            f"  {path.resolve()}\n"
+        told = (tr("the path in ATTENTION_NOTEBOOK") if where
+                else tr("the attention folder next to this training folder"))
+        return False, tr(
+            "The gate is closed: it could not find your attention notebook ({told}):\n"
+            "  {path}\n"
             "Fetch or put your attention folder next to this training folder (the two assignments side\n"
             "by side: attention/attention.ipynb and training/training.ipynb, as nbgrader fetches them),\n"
             "or tell the gate where your attention.ipynb is: run, in a new cell,\n"
             "    %env ATTENTION_NOTEBOOK=/path/to/your/attention.ipynb\n"
-            "then run this cell again."), {}
+            "then run this cell again.", told=told, path=path.resolve()), {}
 
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -301,16 +303,17 @@ def _gate_run():
             if grade_id and cell.get("cell_type") == "code":
                 cells[grade_id] = "".join(source) if isinstance(source, list) else source
     except (OSError, ValueError, AttributeError) as exc:
-        return False, f"The gate could not read {path}: {first_line(exc)}", {}
+        return False, tr("The gate could not read {path}: {error}", path=path,
+                         error=first_line(exc)), {}
 
     tampered = [grade_id for grade_id, digest in _RELEASED_CELLS.items()
                 if grade_id not in cells or fingerprint(cells[grade_id]) != digest]
     if tampered:
-        return False, (
-            f"In {path}, these locked cells are missing or differ from the released notebook:\n  "
-            + ", ".join(tampered)
-            + "\nThe gate runs the visible checks exactly as they were released. Restore those cells\n"
-            "(copy them from a fresh copy of the released attention notebook), save, and run this cell again."), {}
+        return False, tr(
+            "In {path}, these locked cells are missing or differ from the released notebook:\n  {cells}\n"
+            "The gate runs the visible checks exactly as they were released. Restore those cells\n"
+            "(copy them from a fresh copy of the released attention notebook), save, and run this cell again.",
+            path=path, cells=", ".join(tampered)), {}
 
     namespace = {"__name__": "attention_notebook"}
     failures = {}
@@ -321,17 +324,19 @@ def _gate_run():
             with time_limit(60):
                 exec(compile(cells["setup"], f"{path.name}: setup", "exec"), namespace)
         except (Exception, SystemExit) as exc:  # noqa: BLE001
-            return False, f"The setup cell of {path} failed: {first_line(exc)}", {}
+            return False, tr("The setup cell of {path} failed: {error}", path=path,
+                             error=first_line(exc)), {}
         for name in ATTENTION_FUNCTIONS:
             source = cells.get(f"{name}_solution")
             if source is None:
-                failures[name] = f"its cell ({name}_solution) is missing from the notebook"
+                failures[name] = tr("its cell ({cell}) is missing from the notebook",
+                                    cell=name + "_solution")
                 continue
             try:
                 with time_limit(30):
                     exec(compile(source, f"{path.name}: {name}_solution", "exec"), namespace)
             except (Exception, SystemExit) as exc:  # noqa: BLE001
-                failures[name] = f"running its cell raised {first_line(exc)}"
+                failures[name] = tr("running its cell raised {error}", error=first_line(exc))
         for name in ATTENTION_FUNCTIONS:
             if name in failures:
                 continue
@@ -343,23 +348,26 @@ def _gate_run():
                 failures[name] = first_line(exc)
     if failures:
         lines = [f"  - {name}: {message}" for name, message in failures.items()]
-        return False, (
-            f"The training assignment opens when your attention functions pass their visible checks.\n"
-            f"In {path}, {len(failures)} of {len(ATTENTION_FUNCTIONS)} do not:\n" + "\n".join(lines)
-            + "\nFix them in your attention notebook (the visible test under each function explains what\n"
-            "is wrong), save it, and run this cell again."), {}
+        return False, tr(
+            "The training assignment opens when your attention functions pass their visible checks.\n"
+            "In {path}, {failed} of {total} do not:\n{lines}\n"
+            "Fix them in your attention notebook (the visible test under each function explains what\n"
+            "is wrong), save it, and run this cell again.", path=path, failed=len(failures),
+            total=len(ATTENTION_FUNCTIONS), lines="\n".join(lines)), {}
     functions = {name: namespace[name] for name in ATTENTION_FUNCTIONS}
     marker = "### BEGIN " + "SOLUTION"
-    whose = ("the instructor's source notebook (the reference solution)"
-             if any(marker in cells.get(f"{n}_solution", "") for n in ATTENTION_FUNCTIONS) else "your notebook")
-    return True, (f"Gate open: the {len(functions)} attention functions of {whose}, {path},\n"
-                  f"pass their visible checks and are now defined here."), functions
+    whose = (tr("the instructor's source notebook (the reference solution)")
+             if any(marker in cells.get(f"{n}_solution", "") for n in ATTENTION_FUNCTIONS)
+             else tr("your notebook"))
+    return True, tr("Gate open: the {count} attention functions of {whose}, {path},\n"
+                    "pass their visible checks and are now defined here.", count=len(functions),
+                    whose=whose, path=path), functions
 
 
 __VALIDATE_HELPERS__
 
 
-_gate = types.SimpleNamespace(open=False, report="the gate cell has not finished", functions={})
+_gate = types.SimpleNamespace(open=False, report=tr("the gate cell has not finished"), functions={})
 _gate.open, _gate.report, _gate.functions = _gate_run()
 globals().update(_gate.functions)
 
@@ -368,11 +376,13 @@ def require_gate():
     """Raise GateClosed unless the gate cell ran and passed, and the attention functions it
     checked are still the ones defined in this notebook."""
     if not _gate.open:
-        raise GateClosed("run the first cell of this notebook (the gate) and make it pass:\n" + _gate.report)
+        raise GateClosed(tr("run the first cell of this notebook (the gate) and make it pass:")
+                         + "\n" + _gate.report)
     changed = [name for name, fn in _gate.functions.items() if globals().get(name) is not fn]
     if changed:
-        raise GateClosed(f"{', '.join(changed)} changed after the gate checked them: fix them in your "
-                         "attention notebook, not here, and run the gate cell again.")
+        raise GateClosed(tr("{names} changed after the gate checked them: fix them in your "
+                            "attention notebook, not here, and run the gate cell again.",
+                            names=", ".join(changed)))
 
 
 print(_gate.report)

@@ -3,7 +3,8 @@
 extra of ``pyproject.toml``).
 
 The English text is the code's own (``_()``, ``ngettext()``, ``N_()`` of
-``grader_tests.i18n``, in the files of ``SOURCES``); each other language of
+``grader_tests.i18n``, in the files of ``SOURCES``; ``tr()`` in the code that runs in the
+student's kernel, whose messages ``kernel_catalogue`` compiles apart); each other language of
 ``grader_tests.i18n.LANGUAGES`` has ``grader_tests/locale/<lang>/LC_MESSAGES/
 attention_kit.po`` (written by a translator) and its compiled ``attention_kit.mo``, both
 committed, so that grading needs no Babel. After changing a marked message::
@@ -25,6 +26,7 @@ import sys
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
+from babel.messages.extract import extract as extract_from_fileobj
 from babel.messages.extract import extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
@@ -32,9 +34,23 @@ from babel.messages.pofile import read_po, write_po
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grader_tests"
 # Where the marked messages are: the graders and every module of the package, the
-# instructor's tools that print for people.
-SOURCES = ("grader_tests/**/*.py", "tools/unlock_training.py")
-KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2)}
+# instructor's tools that print for people; and the code that runs in the student's kernel,
+# whose messages are ``tr()``: the Validate helpers, the visible tests of the English
+# notebook documents (the translations' are the same cells) and the training gate.
+SOURCES = ("grader_tests/**/*.py", "tools/unlock_training.py",
+           "notebooks/validate_helpers.py", "notebooks/attention.py", "notebooks/training.py",
+           "tools/build_training_notebook.py")
+KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "tr": None}
+# Code kept as a string constant and written into a notebook by a builder (the training
+# gate): (file, name of the constant). Its messages are extracted from the string's text.
+EMBEDDED = (("tools/build_training_notebook.py", "GATE_TEMPLATE"),)
+# The code that runs in the student's kernel, where the kit's package may not be: its
+# messages (``tr()``) are shipped beside each notebook of a course in another language, as
+# the catalogue ``tools.notebook_cells.KERNEL_CATALOGUE`` (``kernel_catalogue``), which
+# the Validate helpers read.
+KERNEL_SOURCES = ("notebooks/validate_helpers.py", "notebooks/attention.py",
+                  "notebooks/training.py")
+KERNEL_KEYWORDS = {"tr": None}
 DOMAIN = "attention_kit"
 # Fixed header dates: the catalogue's bytes change only when its messages do.
 STAMP = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -55,18 +71,52 @@ def _catalog(locale: str | None = None) -> Catalog:
                    charset="utf-8")
 
 
-def extract() -> Catalog:
-    """The template: every message marked in ``source_files()``, with its locations.
+def embedded_code() -> list[tuple[str, int, str]]:
+    """The code of ``EMBEDDED``: ``(file, line of the constant, its text)`` each.
+
+    Raises:
+        ValueError: a file of ``EMBEDDED`` assigns no string to the constant named.
+        SyntaxError: such a file does not parse.
+    """
+    import ast
+
+    found = []
+    for rel, name in EMBEDDED:
+        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"), rel)
+        texts = [(node.value.lineno, node.value.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                 and isinstance(node.value.value, str)
+                 and any(getattr(t, "id", None) == name for t in node.targets)]
+        if len(texts) != 1:
+            raise ValueError(f"{rel}: no single string assigned to {name}")
+        found.append((rel, texts[0][0], texts[0][1]))
+    return found
+
+
+def extract(files: list[Path] | None = None, keywords: dict | None = None) -> Catalog:
+    """The template: every message marked in ``files`` (default ``source_files()``) and in
+    the code of ``EMBEDDED``, with its locations.
+
+    Args:
+        files: the Python files to read.
+        keywords: the marking functions, as Babel takes them (default ``KEYWORDS``).
 
     Raises:
         SyntaxError: a source file does not parse.
     """
+    keywords = KEYWORDS if keywords is None else keywords
     template = _catalog()
-    for path in source_files():
+    for path in source_files() if files is None else files:
         rel = path.relative_to(ROOT).as_posix()
         for lineno, message, comments, context in extract_from_file(
-                "python", str(path), keywords=KEYWORDS, strip_comment_tags=True):
+                "python", str(path), keywords=keywords, strip_comment_tags=True):
             template.add(message, None, [(rel, lineno)], auto_comments=comments,
+                         context=context)
+    for rel, first, text in embedded_code():
+        for lineno, message, comments, context in extract_from_fileobj(
+                "python", io.BytesIO(text.encode("utf-8")), keywords=keywords,
+                strip_comment_tags=True):
+            template.add(message, None, [(rel, first + lineno - 1)], auto_comments=comments,
                          context=context)
     return template
 
@@ -89,6 +139,45 @@ def hidden_marks() -> list[str]:
                     found.append(f"{path.relative_to(ROOT).as_posix()}:{inner.lineno}: "
                                  f"{name}() inside an f-string is not extracted")
     return found
+
+
+def kernel_catalogue(lang: str) -> bytes:
+    """The compiled catalogue of the messages that run in the student's kernel
+    (``tr()`` in ``KERNEL_SOURCES`` and ``EMBEDDED``), in ``lang``, from its ``.po``: only
+    those messages (nothing of the graders' is handed to students). The builders write it
+    as ``tools.notebook_cells.KERNEL_CATALOGUE`` beside each notebook of a course in
+    ``lang``.
+
+    Args:
+        lang: a language of ``TRANSLATED``.
+
+    Returns:
+        bytes of a gettext ``.mo`` file (the same bytes for the same catalogue).
+
+    Raises:
+        ValueError: a kernel message has no translation in the ``.po`` of ``lang`` (or a
+            fuzzy one), or ``lang`` is not translated.
+    """
+    if lang not in TRANSLATED:
+        raise ValueError(f"no catalogue for the language {lang!r} (translated: "
+                         f"{', '.join(TRANSLATED)})")
+    wanted = extract([ROOT / rel for rel in KERNEL_SOURCES], KERNEL_KEYWORDS)
+    catalog = read(lang)
+    out = _catalog(lang)
+    missing = []
+    for message in wanted:
+        if not message.id:
+            continue
+        kept = catalog.get(message.id)
+        if kept is None or not kept.string or kept.fuzzy:
+            missing.append(message.id)
+            continue
+        out.add(message.id, kept.string)
+    if missing:
+        raise ValueError(f"{po_path(lang).relative_to(ROOT)}: {len(missing)} message(s) of the "
+                         f"notebooks' code untranslated (python -m tools.i18n update, translate, "
+                         f"compile): " + "; ".join(repr(m) for m in missing[:5]))
+    return mo_bytes(out)
 
 
 def po_path(lang: str) -> Path:

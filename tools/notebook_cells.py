@@ -28,6 +28,10 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ROOT / "notebooks"
 VALIDATE_HELPERS = DOCUMENTS / "validate_helpers.py"
+# The catalogue of the messages of the notebooks' code (``tr()`` of the Validate helpers),
+# shipped beside each notebook of a course in another language than English; the helpers
+# open it by this name (``tools.i18n.kernel_catalogue`` writes it).
+KERNEL_CATALOGUE = "kit_messages.mo"
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -96,7 +100,8 @@ def validate_helpers(parts: Sequence[str], modules: Sequence[str]) -> str:
     lines = VALIDATE_HELPERS.read_text(encoding="utf-8").split("\n")
     text = "\n".join(line for line in lines if not line.startswith("##"))
     return fill(text, {"graded_parts": lambda _: repr(tuple(parts)),
-                       "grading_modules": lambda _: repr(tuple(modules))},
+                       "grading_modules": lambda _: repr(tuple(modules)),
+                       "kernel_catalogue": lambda _: repr(KERNEL_CATALOGUE)},
                 f"{VALIDATE_HELPERS.relative_to(ROOT)}")
 
 

@@ -113,6 +113,7 @@
 """Setup: imports and the helpers used by the tests. Run this cell first."""
 import contextlib
 import dis
+import gettext
 import io
 import math
 import signal
@@ -138,8 +139,9 @@ def time_limit(seconds):
         return
 
     def on_alarm(signum, frame):
-        raise TimeoutError(
-            f"this code took longer than {seconds} s: is there a loop that never ends?")
+        raise TimeoutError(tr(
+            "this code took longer than {seconds} s: is there a loop that never ends?",
+            seconds=seconds))
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -248,45 +250,52 @@ def show(figure):
 """Visible checks of softmax: a worked example, huge scores, -inf entries, the axis, the dtype."""
 with visible_checks("softmax", 5):
     p = softmax(np.array([0.0, math.log(3.0)]))
-    assert np.shape(p) == (2,), f"softmax of 2 scores must return 2 weights (shape (2,)), got shape {np.shape(p)}"
+    assert np.shape(p) == (2,), tr("softmax of 2 scores must return 2 weights (shape (2,)), got shape {shape}", shape=np.shape(p))
     assert np.allclose(p, [0.25, 0.75]), (
-        f"softmax([0, ln 3]) should be [0.25, 0.75] (e^0 = 1 and e^ln3 = 3, each divided by 1 + 3), got {p}")
+        tr("softmax([0, ln 3]) should be [0.25, 0.75] (e^0 = 1 and e^ln3 = 3, each divided by 1 + "
+            "3), got {p}",
+            p=p))
 
     p = softmax(np.array([1000.0, 1000.0 + math.log(3.0)]))
     assert np.all(np.isfinite(p)) and np.allclose(p, [0.25, 0.75]), (
-        "softmax([1000, 1000 + ln 3]) should again be [0.25, 0.75], since adding the same number to "
-        f"every score changes nothing; got {p}. np.exp(1000.0) overflows to inf and inf / inf is nan: "
-        "re-read *Stability* above.")
+        tr("softmax([1000, 1000 + ln 3]) should again be [0.25, 0.75], since adding the same number "
+            "to every score changes nothing; got {p}. np.exp(1000.0) overflows to inf and inf / inf "
+            "is nan: re-read *Stability* above.",
+            p=p))
 
     p = softmax(np.array([0.0, -np.inf, math.log(3.0)]))
     assert np.allclose(p, [0.25, 0.0, 0.75]), (
-        f"softmax([0, -inf, ln 3]) should be [0.25, 0, 0.75]: a score of -inf (a masked key) gets weight "
-        f"exactly 0 and the others are unchanged; got {p}")
+        tr("softmax([0, -inf, ln 3]) should be [0.25, 0, 0.75]: a score of -inf (a masked key) gets "
+            "weight exactly 0 and the others are unchanged; got {p}",
+            p=p))
 
     S = np.array([[0.0, math.log(3.0)], [0.0, 0.0]])
     rows = softmax(S)
     assert np.allclose(rows, [[0.25, 0.75], [0.5, 0.5]]), (
-        "softmax(S) must normalise each row (the last axis: the keys). For S = [[0, ln 3], [0, 0]] "
-        f"the answer is [[0.25, 0.75], [0.5, 0.5]], got {np.asarray(rows).tolist()}. If the columns "
-        "sum to 1 instead, you normalised over axis 0, the queries (trap 6).")
+        tr("softmax(S) must normalise each row (the last axis: the keys). For S = [[0, ln 3], [0, "
+            "0]] the answer is [[0.25, 0.75], [0.5, 0.5]], got {rows}. If the columns sum to 1 "
+            "instead, you normalised over axis 0, the queries (trap 6).",
+            rows=np.asarray(rows).tolist()))
     cols = softmax(S, axis=0)
     assert np.allclose(cols, [[0.5, 0.75], [0.5, 0.25]]), (
-        "softmax(S, axis=0) must normalise each column: for S = [[0, ln 3], [0, 0]] the answer is "
-        f"[[0.5, 0.75], [0.5, 0.25]], got {np.asarray(cols).tolist()}. Is the axis argument ignored?")
+        tr("softmax(S, axis=0) must normalise each column: for S = [[0, ln 3], [0, 0]] the answer "
+            "is [[0.5, 0.75], [0.5, 0.25]], got {cols}. Is the axis argument ignored?",
+            cols=np.asarray(cols).tolist()))
 
     p = softmax(np.array([[-np.inf, -np.inf, -np.inf], [0.0, 0.0, 0.0]]))
     assert not np.any(np.isnan(p)), (
-        "a row of scores that are all -inf (a query that may attend to nothing) must give weights 0, "
-        f"not NaN; got {p.tolist()}. The maximum of that row is -inf, and -inf - (-inf) is nan: re-read "
-        "the rule for a row with no allowed key above.")
+        tr("a row of scores that are all -inf (a query that may attend to nothing) must give "
+            "weights 0, not NaN; got {p}. The maximum of that row is -inf, and -inf - (-inf) is nan: "
+            "re-read the rule for a row with no allowed key above.",
+            p=p.tolist()))
     assert np.allclose(p, [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]]), (
-        f"softmax([[-inf, -inf, -inf], [0, 0, 0]]) should be [[0, 0, 0], [1/3, 1/3, 1/3]], got {p.tolist()}")
+        tr("softmax([[-inf, -inf, -inf], [0, 0, 0]]) should be [[0, 0, 0], [1/3, 1/3, 1/3]], got {p}", p=p.tolist()))
 
     p = softmax(np.zeros((2, 3, 4), dtype=np.float32))
-    assert p.shape == (2, 3, 4), f"scores of shape (2, 3, 4) must give weights of shape (2, 3, 4), got {p.shape}"
-    assert p.dtype == np.float32, f"float32 scores must give float32 weights, got {p.dtype}"
-    assert np.allclose(p, 0.25), "equal scores over 4 keys must give weights 0.25 each"
-print("softmax: visible checks passed")
+    assert p.shape == (2, 3, 4), tr("scores of shape (2, 3, 4) must give weights of shape (2, 3, 4), got {shape}", shape=p.shape)
+    assert p.dtype == np.float32, tr("float32 scores must give float32 weights, got {dtype}", dtype=p.dtype)
+    assert np.allclose(p, 0.25), tr("equal scores over 4 keys must give weights 0.25 each")
+print(tr("{name}: visible checks passed", name='softmax'))
 
 # %% nbgrader={"grade": true, "grade_id": "softmax_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of softmax run when your notebook is graded.
@@ -325,15 +334,16 @@ with visible_checks("causal_mask", 5):
     expected = np.array([[True, False, False],
                          [True, True, False],
                          [True, True, True]])
-    assert isinstance(m, np.ndarray), f"causal_mask must return a NumPy array, got {type(m).__name__}"
-    assert m.shape == (3, 3), f"causal_mask(3) must have shape (3, 3), got {m.shape}"
-    assert m.dtype == bool, f"causal_mask must return a boolean array, got dtype {m.dtype}"
+    assert isinstance(m, np.ndarray), tr("causal_mask must return a NumPy array, got {type}", type=type(m).__name__)
+    assert m.shape == (3, 3), tr("causal_mask(3) must have shape (3, 3), got {shape}", shape=m.shape)
+    assert m.dtype == bool, tr("causal_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
     assert np.array_equal(m, expected), (
-        f"causal_mask(3) should be\n{expected}\n(row i = query i may see keys j <= i), got\n{m}\n"
-        "The transpose lets each query see the future (trap 5); swapped True/False means the "
-        "mask was read as True = blocked, while here True means 'may attend'.")
-    assert causal_mask(1).tolist() == [[True]], "causal_mask(1) should be [[True]]: a token sees itself"
-print("causal_mask: visible checks passed")
+        tr("causal_mask(3) should be\n{expected}\n(row i = query i may see keys j <= i), got\n{m}\nThe "
+            "transpose lets each query see the future (trap 5); swapped True/False means the mask "
+            "was read as True = blocked, while here True means 'may attend'.",
+            expected=expected, m=m))
+    assert causal_mask(1).tolist() == [[True]], tr("causal_mask(1) should be [[True]]: a token sees itself")
+print(tr("{name}: visible checks passed", name='causal_mask'))
 
 # %% nbgrader={"grade": true, "grade_id": "causal_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of causal_mask run when your notebook is graded.
@@ -372,16 +382,18 @@ with visible_checks("padding_mask", 5):
     expected = np.array([[True, True, False],
                          [False, False, False],
                          [True, True, True]])
-    assert isinstance(m, np.ndarray), f"padding_mask must return a NumPy array, got {type(m).__name__}"
-    assert m.shape == (3, 3), f"padding_mask([2, 0, 3], T=3) must have shape (B, T) = (3, 3), got {m.shape}"
-    assert m.dtype == bool, f"padding_mask must return a boolean array, got dtype {m.dtype}"
+    assert isinstance(m, np.ndarray), tr("padding_mask must return a NumPy array, got {type}", type=type(m).__name__)
+    assert m.shape == (3, 3), tr("padding_mask([2, 0, 3], T=3) must have shape (B, T) = (3, 3), got {shape}", shape=m.shape)
+    assert m.dtype == bool, tr("padding_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
     assert np.array_equal(m, expected), (
-        f"padding_mask([2, 0, 3], 3) should be\n{expected}\n([b, t] True iff t < lengths[b]), got\n{m}\n"
-        "Swapped True/False means the mask was read as True = padded, while here True means 'real token'.")
+        tr("padding_mask([2, 0, 3], 3) should be\n{expected}\n([b, t] True iff t < lengths[b]), "
+            "got\n{m}\nSwapped True/False means the mask was read as True = padded, while here True "
+            "means 'real token'.",
+            expected=expected, m=m))
     m = padding_mask(np.array([1, 4]), 4)
     assert np.array_equal(m, [[True, False, False, False], [True, True, True, True]]), (
-        f"padding_mask(np.array([1, 4]), 4) should be [[T, F, F, F], [T, T, T, T]], got\n{m}")
-print("padding_mask: visible checks passed")
+        tr("padding_mask(np.array([1, 4]), 4) should be [[T, F, F, F], [T, T, T, T]], got\n{m}", m=m))
+print(tr("{name}: visible checks passed", name='padding_mask'))
 
 # %% nbgrader={"grade": true, "grade_id": "padding_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of padding_mask run when your notebook is graded.
@@ -424,18 +436,20 @@ with visible_checks("combine_masks", 5):
                           [True, True, False]],   # key 2 of sequence 0 is padding: column 2 is False
                          causal])
     assert isinstance(m, np.ndarray) and m.shape == (2, 3, 3), (
-        f"combine_masks of a (3, 3) causal mask and a (2, 3) padding mask must have shape (B, T, T) = (2, 3, 3), "
-        f"got {np.shape(m)}")
-    assert m.dtype == bool, f"combine_masks must return a boolean array, got dtype {m.dtype}"
+        tr("combine_masks of a (3, 3) causal mask and a (2, 3) padding mask must have shape (B, T, "
+            "T) = (2, 3, 3), got {shape}",
+            shape=np.shape(m)))
+    assert m.dtype == bool, tr("combine_masks must return a boolean array, got dtype {dtype}", dtype=m.dtype)
     if np.array_equal(m[0], [[True, False, False], [True, True, False], [False, False, False]]):
         raise AssertionError(
-            "combine_masks applied the padding to the queries (row 2 of sequence 0 is all False) instead "
-            "of the keys (column 2 should be False): insert the new axis so that the padding lines up "
-            "with the last axis (trap 5).")
+            tr("combine_masks applied the padding to the queries (row 2 of sequence 0 is all False) "
+                "instead of the keys (column 2 should be False): insert the new axis so that the padding "
+                "lines up with the last axis (trap 5)."))
     assert np.array_equal(m, expected), (
-        f"combine_masks should give, for sequence 0,\n{expected[0]}\nand for sequence 1 the causal mask; got\n{m}\n"
-        "[b, i, j] = causal[i, j] and padding[b, j].")
-print("combine_masks: visible checks passed")
+        tr("combine_masks should give, for sequence 0,\n{expected}\nand for sequence 1 the causal "
+            "mask; got\n{m}\n[b, i, j] = causal[i, j] and padding[b, j].",
+            expected=expected[0], m=m))
+print(tr("{name}: visible checks passed", name='combine_masks'))
 
 # %% nbgrader={"grade": true, "grade_id": "combine_masks_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of combine_masks run when your notebook is graded.
@@ -505,36 +519,42 @@ with visible_checks("scaled_dot_product_attention", 5):
     V = np.array([[0.0, 4.0], [4.0, 0.0]])               # (T_k, d_v) = (2, 2)
     out, w = scaled_dot_product_attention(Q, K, V)
     assert np.shape(out) == (1, 2) and np.shape(w) == (1, 2), (
-        f"Q (1, 4), K (2, 4), V (2, 2) must give out (T_q, d_v) = (1, 2) and weights (T_q, T_k) = (1, 2), "
-        f"got {np.shape(out)} and {np.shape(w)}")
+        tr("Q (1, 4), K (2, 4), V (2, 2) must give out (T_q, d_v) = (1, 2) and weights (T_q, T_k) = "
+            "(1, 2), got {shape} and {shape2}",
+            shape=np.shape(out), shape2=np.shape(w)))
     if np.allclose(w, [[1.0, 1.0]]):
         raise AssertionError(
-            "the weights of the single query are [[1, 1]]: the softmax normalised over the queries (axis -2) "
-            "instead of the keys (the last axis), trap 6. Each row of weights must sum to 1.")
+            tr("the weights of the single query are [[1, 1]]: the softmax normalised over the queries "
+                "(axis -2) instead of the keys (the last axis), trap 6. Each row of weights must sum to "
+                "1."))
     if np.allclose(w, [[0.1, 0.9]]):
         raise AssertionError(
-            "the weights are [[0.1, 0.9]]: the scores 0 and 2 ln 3 were not divided by sqrt(d_k) = 2 "
-            "(trap 1: missing 1/sqrt(d_k)). Scaled, they are 0 and ln 3, giving [[0.25, 0.75]].")
+            tr("the weights are [[0.1, 0.9]]: the scores 0 and 2 ln 3 were not divided by sqrt(d_k) = 2 "
+                "(trap 1: missing 1/sqrt(d_k)). Scaled, they are 0 and ln 3, giving [[0.25, 0.75]]."))
     assert np.allclose(w, [[0.25, 0.75]]), (
-        f"the scores are q.k / sqrt(4) = [0, ln 3], so the weights should be [[0.25, 0.75]]; got {w}")
+        tr("the scores are q.k / sqrt(4) = [0, ln 3], so the weights should be [[0.25, 0.75]]; got "
+            "{w}",
+            w=w))
     assert np.allclose(out, [[3.0, 1.0]]), (
-        f"out = weights @ V = 0.25 * [0, 4] + 0.75 * [4, 0] = [[3, 1]]; got {out}")
+        tr("out = weights @ V = 0.25 * [0, 4] + 0.75 * [4, 0] = [[3, 1]]; got {out}", out=out))
 
     _, w = scaled_dot_product_attention(Q, K, V, scale=False)
     assert np.allclose(w, [[0.1, 0.9]]), (
-        f"with scale=False the scores are [0, 2 ln 3] and the weights [[0.1, 0.9]]; got {w}")
+        tr("with scale=False the scores are [0, 2 ln 3] and the weights [[0.1, 0.9]]; got {w}", w=w))
 
     out, w = scaled_dot_product_attention(Q, K, V, mask=np.array([[True, False]]))
     if np.allclose(w, [[0.25, 0.0]]):
         raise AssertionError(
-            "with mask [[True, False]] the weights are [[0.25, 0]]: the masked weight was zeroed after "
-            "the softmax, so the row sums to 0.25 (trap 2 of the introduction).")
+            tr("with mask [[True, False]] the weights are [[0.25, 0]]: the masked weight was zeroed "
+                "after the softmax, so the row sums to 0.25 (trap 2 of the introduction)."))
     if np.allclose(w, [[0.0, 1.0]]):
         raise AssertionError(
-            "with mask [[True, False]] the weights are [[0, 1]]: the mask was read as True = blocked. "
-            "Here True means 'may attend', so key 0 keeps all the weight.")
+            tr("with mask [[True, False]] the weights are [[0, 1]]: the mask was read as True = "
+                "blocked. Here True means 'may attend', so key 0 keeps all the weight."))
     assert np.allclose(w, [[1.0, 0.0]]) and np.allclose(out, [[0.0, 4.0]]), (
-        f"with mask [[True, False]] only key 0 may be attended: weights [[1, 0]], out [[0, 4]]; got {w} and {out}")
+        tr("with mask [[True, False]] only key 0 may be attended: weights [[1, 0]], out [[0, 4]]; "
+            "got {w} and {out}",
+            w=w, out=out))
 
     rng = np.random.default_rng(0)
     Q = rng.standard_normal((2, 3, 4, 8))                # (B, h, T_q, d_k)
@@ -542,23 +562,25 @@ with visible_checks("scaled_dot_product_attention", 5):
     V = rng.standard_normal((2, 3, 5, 6))                # (B, h, T_k, d_v)
     out, w = scaled_dot_product_attention(Q, K, V)
     assert out.shape == (2, 3, 4, 6) and w.shape == (2, 3, 4, 5), (
-        f"Q (2, 3, 4, 8), K (2, 3, 5, 8), V (2, 3, 5, 6) must give out (2, 3, 4, 6) and weights (2, 3, 4, 5), "
-        f"got {out.shape} and {w.shape}. With batch axes, K.T reverses every axis, not only the last two "
-        "(re-read *Shapes* above).")
+        tr("Q (2, 3, 4, 8), K (2, 3, 5, 8), V (2, 3, 5, 6) must give out (2, 3, 4, 6) and weights "
+            "(2, 3, 4, 5), got {shape} and {shape2}. With batch axes, K.T reverses every axis, not "
+            "only the last two (re-read *Shapes* above).",
+            shape=out.shape, shape2=w.shape))
     assert np.allclose(w.sum(axis=-1), 1.0), (
-        "every row of weights (over the keys, the last axis) must sum to 1; got row sums "
-        f"{np.round(w.sum(axis=-1)[0, 0], 4)}. Sums over the queries equal to 1 mean trap 6 (softmax over axis -2).")
+        tr("every row of weights (over the keys, the last axis) must sum to 1; got row sums {w}. "
+            "Sums over the queries equal to 1 mean trap 6 (softmax over axis -2).",
+            w=np.round(w.sum(axis=-1)[0, 0], 4)))
 
     causal = np.tril(np.ones((5, 5), dtype=bool))
     _, w = scaled_dot_product_attention(K, K, V, mask=causal)   # T_q = T_k = 5
     assert np.all(w[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0), (
-        "with a causal mask, weights above the diagonal (keys in the future) must be exactly 0")
-    assert np.allclose(w.sum(axis=-1), 1.0), "with a causal mask every row must still sum to 1 (trap 2 if not)"
+        tr("with a causal mask, weights above the diagonal (keys in the future) must be exactly 0"))
+    assert np.allclose(w.sum(axis=-1), 1.0), tr("with a causal mask every row must still sum to 1 (trap 2 if not)")
 
     out, w = scaled_dot_product_attention(Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32))
     assert out.dtype == np.float32 and w.dtype == np.float32, (
-        f"float32 inputs must give float32 outputs, got {out.dtype} and {w.dtype}")
-print("scaled_dot_product_attention: visible checks passed")
+        tr("float32 inputs must give float32 outputs, got {dtype} and {dtype2}", dtype=out.dtype, dtype2=w.dtype))
+print(tr("{name}: visible checks passed", name='scaled_dot_product_attention'))
 
 # %% nbgrader={"grade": true, "grade_id": "scaled_dot_product_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of scaled_dot_product_attention run when your notebook is graded.
@@ -787,12 +809,12 @@ weight_ratio_scaled = math.exp(2.0)      # 7.389
 """Visible checks of Exercise 1: both answers are defined and are numbers (their values are checked when graded)."""
 with visible_checks("exercise_weight_ratio"):
     for name in ("weight_ratio_unscaled", "weight_ratio_scaled"):
-        assert name in globals(), f"assign your answer to the variable {name} in the cell above"
+        assert name in globals(), tr("assign your answer to the variable {name} in the cell above", name=name)
         value = globals()[name]
         assert isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool), (
-            f"{name} should be a number (int or float), got {type(value).__name__}")
-        assert math.isfinite(value) and value > 0, f"{name} is a ratio of two positive weights: got {value}"
-    print("exercise_weight_ratio: visible checks passed (the values are checked when graded)")
+            tr("{name} should be a number (int or float), got {type}", name=name, type=type(value).__name__))
+        assert math.isfinite(value) and value > 0, tr("{name} is a ratio of two positive weights: got {value}", name=name, value=value)
+    print(tr("exercise_weight_ratio: visible checks passed (the values are checked when graded)"))
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_weight_ratio_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of exercise_weight_ratio run when your notebook is graded.
@@ -837,23 +859,27 @@ with visible_checks("split_heads", 5):
     M = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)   # (B, T, d) = (2, 3, 4); M[0, 0] = [0, 1, 2, 3]
     S = split_heads(M, 2)
     assert np.shape(S) == (2, 2, 3, 2), (
-        f"split_heads of (B, T, d) = (2, 3, 4) with h = 2 must have shape (B, h, T, d_h) = (2, 2, 3, 2), got {np.shape(S)}")
+        tr("split_heads of (B, T, d) = (2, 3, 4) with h = 2 must have shape (B, h, T, d_h) = (2, 2, "
+            "3, 2), got {shape}",
+            shape=np.shape(S)))
     if np.array_equal(S[0, 1, 0], [6.0, 7.0]):
         raise AssertionError(
-            "head 1 of token 0 is [6, 7], numbers that belong to token 1: M was reshaped straight to "
-            "(B, h, T, d_h). Reshape to (B, T, h, d_h) first, then swap axes 1 and 2 (trap 3).")
+            tr("head 1 of token 0 is [6, 7], numbers that belong to token 1: M was reshaped straight to "
+                "(B, h, T, d_h). Reshape to (B, T, h, d_h) first, then swap axes 1 and 2 (trap 3)."))
     assert np.array_equal(S[0, 1, 0], [2.0, 3.0]), (
-        f"head 1 of token 0 of sequence 0 is columns 2..3 of M[0, 0] = [0, 1, 2, 3], i.e. [2, 3]; got {S[0, 1, 0]}")
+        tr("head 1 of token 0 of sequence 0 is columns 2..3 of M[0, 0] = [0, 1, 2, 3], i.e. [2, 3]; "
+            "got {S}",
+            S=S[0, 1, 0]))
     for k in range(2):
         assert np.array_equal(S[:, k], M[:, :, 2 * k: 2 * k + 2]), (
-            f"head {k} must hold columns {2 * k}..{2 * k + 1} of every token")
+            tr("head {k} must hold columns {k2}..{k3} of every token", k=k, k2=2 * k, k3=2 * k + 1))
     try:
         split_heads(M, 3)
     except ValueError:
         pass
     else:
-        raise AssertionError("split_heads(M, 3) with d = 4 must raise ValueError: 4 is not divisible by 3")
-print("split_heads: visible checks passed")
+        raise AssertionError(tr("split_heads(M, 3) with d = 4 must raise ValueError: 4 is not divisible by 3"))
+print(tr("{name}: visible checks passed", name='split_heads'))
 
 # %% nbgrader={"grade": true, "grade_id": "split_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of split_heads run when your notebook is graded.
@@ -883,19 +909,22 @@ with visible_checks("merge_heads", 5):
     # H[0, 0, 0] = [0, 1] (head 0 of token 0) and H[0, 1, 0] = [6, 7] (head 1 of token 0)
     out = merge_heads(H)
     assert np.shape(out) == (2, 3, 4), (
-        f"merge_heads of (B, h, T, d_h) = (2, 2, 3, 2) must have shape (B, T, h * d_h) = (2, 3, 4), got {np.shape(out)}")
+        tr("merge_heads of (B, h, T, d_h) = (2, 2, 3, 2) must have shape (B, T, h * d_h) = (2, 3, "
+            "4), got {shape}",
+            shape=np.shape(out)))
     if np.array_equal(out[0, 0], [0.0, 1.0, 2.0, 3.0]):
         raise AssertionError(
-            "token 0 of sequence 0 is [0, 1, 2, 3]: the reshape ran before the transpose, so token 0 got "
-            "tokens 0 and 1 of head 0. Swap axes 1 and 2 back first, then reshape (trap 3).")
+            tr("token 0 of sequence 0 is [0, 1, 2, 3]: the reshape ran before the transpose, so token 0 "
+                "got tokens 0 and 1 of head 0. Swap axes 1 and 2 back first, then reshape (trap 3)."))
     assert np.array_equal(out[0, 0], [0.0, 1.0, 6.0, 7.0]), (
-        "token 0 of sequence 0 is head 0 of token 0, [0, 1], then head 1 of token 0, [6, 7]: "
-        f"[0, 1, 6, 7]; got {out[0, 0]}")
+        tr("token 0 of sequence 0 is head 0 of token 0, [0, 1], then head 1 of token 0, [6, 7]: [0, "
+            "1, 6, 7]; got {out}",
+            out=out[0, 0]))
     M = np.random.default_rng(0).standard_normal((2, 5, 6))
     back = merge_heads(split_heads(M, 3))
     assert back.shape == M.shape and np.array_equal(back, M), (
-        "merge_heads(split_heads(M, 3)) must give back M exactly (this uses your split_heads too)")
-print("merge_heads: visible checks passed")
+        tr("merge_heads(split_heads(M, 3)) must give back M exactly (this uses your split_heads too)"))
+print(tr("{name}: visible checks passed", name='merge_heads'))
 
 # %% nbgrader={"grade": true, "grade_id": "merge_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of merge_heads run when your notebook is graded.
@@ -942,17 +971,20 @@ with visible_checks("multi_head_attention", 5):
     # W_V = W_O = I: Y is then the average of the tokens each query sees, a running mean with the causal mask.
     Y, w = multi_head_attention(X, Z, Z, I, I, n_heads=h, mask=causal)
     assert np.shape(Y) == (B, T, d) and np.shape(w) == (B, h, T, T), (
-        f"X (2, 3, 4) with 2 heads must give Y (B, T, d) = (2, 3, 4) and weights (B, h, T, T) = (2, 2, 3, 3), "
-        f"got {np.shape(Y)} and {np.shape(w)}")
+        tr("X (2, 3, 4) with 2 heads must give Y (B, T, d) = (2, 3, 4) and weights (B, h, T, T) = "
+            "(2, 2, 3, 3), got {shape} and {shape2}",
+            shape=np.shape(Y), shape2=np.shape(w)))
     assert np.allclose(w[1, 1, 2], [1 / 3, 1 / 3, 1 / 3]) and np.allclose(w[1, 0, 0], [1.0, 0.0, 0.0]), (
-        "with all scores 0 and a causal mask, query 0 puts weight 1 on key 0 and query 2 puts 1/3 on each "
-        f"of keys 0, 1, 2, in every head; got {w[1, 0, 0]} and {w[1, 1, 2]}")
+        tr("with all scores 0 and a causal mask, query 0 puts weight 1 on key 0 and query 2 puts "
+            "1/3 on each of keys 0, 1, 2, in every head; got {w} and {w2}",
+            w=w[1, 0, 0], w2=w[1, 1, 2]))
     assert np.allclose(Y[0], [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7]]), (
-        "with W_Q = W_K = 0, W_V = W_O = I and a causal mask, Y[0] is the running mean of the tokens of X[0]: "
-        f"[[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7]]; got\n{Y[0]}")
+        tr("with W_Q = W_K = 0, W_V = W_O = I and a causal mask, Y[0] is the running mean of the "
+            "tokens of X[0]: [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7]]; got\n{Y}",
+            Y=Y[0]))
     Y, _ = multi_head_attention(X, Z, Z, I, I, n_heads=h)
     assert np.allclose(Y[0], [[4, 5, 6, 7]] * 3), (
-        f"without a mask every token of Y[0] is the mean of X[0], [4, 5, 6, 7]; got\n{Y[0]}")
+        tr("without a mask every token of Y[0] is the mean of X[0], [4, 5, 6, 7]; got\n{Y}", Y=Y[0]))
 
     rng = np.random.default_rng(0)
     B, T, d, h = 2, 5, 8, 2
@@ -971,11 +1003,13 @@ with visible_checks("multi_head_attention", 5):
         heads.append(out_k)
     expected = np.concatenate(heads, axis=-1) @ W_O
     assert np.allclose(Y, expected), (
-        "with random weights, 2 heads and a (B, T, T) mask, Y differs from running scaled_dot_product_attention head "
-        f"by head (largest difference {np.max(np.abs(Y - expected)):.3g}). Likely causes: reshape/transpose in the "
-        "wrong order (trap 3), sqrt(d) instead of sqrt(d_h), or a (B, T, T) mask used without inserting the head "
-        "axis. (This check uses your scaled_dot_product_attention: its own visible test must pass first.)")
-print("multi_head_attention: visible checks passed")
+        tr("with random weights, 2 heads and a (B, T, T) mask, Y differs from running "
+            "scaled_dot_product_attention head by head (largest difference {Y:.3g}). Likely causes: "
+            "reshape/transpose in the wrong order (trap 3), sqrt(d) instead of sqrt(d_h), or a (B, "
+            "T, T) mask used without inserting the head axis. (This check uses your "
+            "scaled_dot_product_attention: its own visible test must pass first.)",
+            Y=np.max(np.abs(Y - expected))))
+print(tr("{name}: visible checks passed", name='multi_head_attention'))
 
 # %% nbgrader={"grade": true, "grade_id": "multi_head_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of multi_head_attention run when your notebook is graded.
@@ -1056,29 +1090,31 @@ with time_limit(10):
 """Visible checks of sinusoidal_positions: shape, dtype, a worked example, odd d."""
 with visible_checks("sinusoidal_positions", 5):
     PE = sinusoidal_positions(3, 4)
-    assert np.shape(PE) == (3, 4), f"sinusoidal_positions(3, 4) must have shape (T, d) = (3, 4), got {np.shape(PE)}"
-    assert PE.dtype == np.float64, f"sinusoidal_positions must return float64, got {PE.dtype}"
+    assert np.shape(PE) == (3, 4), tr("sinusoidal_positions(3, 4) must have shape (T, d) = (3, 4), got {shape}", shape=np.shape(PE))
+    assert PE.dtype == np.float64, tr("sinusoidal_positions must return float64, got {dtype}", dtype=PE.dtype)
     # d = 4: the frequencies are 1 / 10000^(0/4) = 1 and 1 / 10000^(2/4) = 1/100.
     expected = [0.8414709848, 0.5403023059, 0.0099998333, 0.9999500004]   # sin 1, cos 1, sin 0.01, cos 0.01
     halves = [expected[0], expected[2], expected[1], expected[3]]                # all the sines, then the cosines
     if np.allclose(PE[0], [0.0, 0.0, 1.0, 1.0]) or np.allclose(PE[1], halves):
         raise AssertionError(
-            "position 0 is [0, 0, 1, 1] or position 1 is [sin 1, sin 0.01, cos 1, cos 0.01]: the sines fill the "
-            "first half of the columns and the cosines the second. They alternate: column 2i holds a sine, "
-            "column 2i + 1 the cosine of the same angle.")
+            tr("position 0 is [0, 0, 1, 1] or position 1 is [sin 1, sin 0.01, cos 1, cos 0.01]: the "
+                "sines fill the first half of the columns and the cosines the second. They alternate: "
+                "column 2i holds a sine, column 2i + 1 the cosine of the same angle."))
     assert np.allclose(PE[0], [0.0, 1.0, 0.0, 1.0]), (
-        f"position 0: sin 0 = 0 and cos 0 = 1 alternate, [0, 1, 0, 1]; got {PE[0]}")
+        tr("position 0: sin 0 = 0 and cos 0 = 1 alternate, [0, 1, 0, 1]; got {PE}", PE=PE[0]))
     assert np.allclose(PE[1], expected), (
-        f"position 1 with d = 4 should be [sin 1, cos 1, sin 0.01, cos 0.01] = {expected}; got {PE[1]}. "
-        "The angle of columns 2i and 2i + 1 is p / 10000^(2i / d).")
+        tr("position 1 with d = 4 should be [sin 1, cos 1, sin 0.01, cos 0.01] = {expected}; got "
+            "{PE}. The angle of columns 2i and 2i + 1 is p / 10000^(2i / d).",
+            expected=expected, PE=PE[1]))
     assert np.allclose(PE[2], [0.9092974268, -0.4161468365, 0.0199986667, 0.9998000067]), (
-        f"position 2 with d = 4 should be [sin 2, cos 2, sin 0.02, cos 0.02]; got {PE[2]}")
+        tr("position 2 with d = 4 should be [sin 2, cos 2, sin 0.02, cos 0.02]; got {PE}", PE=PE[2]))
     PE = sinusoidal_positions(2, 3)
-    assert np.shape(PE) == (2, 3), f"sinusoidal_positions(2, 3) must have shape (2, 3), got {np.shape(PE)}"
+    assert np.shape(PE) == (2, 3), tr("sinusoidal_positions(2, 3) must have shape (2, 3), got {shape}", shape=np.shape(PE))
     assert np.allclose(PE[1], [0.8414709848, 0.5403023059, 0.0021544330]), (
-        f"with odd d = 3 the last column is a sine: position 1 is [sin 1, cos 1, sin(1 / 10000^(2/3))] = "
-        f"[0.8415, 0.5403, 0.0021544]; got {PE[1]}")
-print("sinusoidal_positions: visible checks passed")
+        tr("with odd d = 3 the last column is a sine: position 1 is [sin 1, cos 1, sin(1 / "
+            "10000^(2/3))] = [0.8415, 0.5403, 0.0021544]; got {PE}",
+            PE=PE[1]))
+print(tr("{name}: visible checks passed", name='sinusoidal_positions'))
 
 # %% nbgrader={"grade": true, "grade_id": "sinusoidal_positions_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of sinusoidal_positions run when your notebook is graded.
@@ -1146,31 +1182,34 @@ with time_limit(10):
 with visible_checks("layer_norm_forward", 5):
     x = np.array([[1.0, 2.0, 3.0, 4.0]])   # mean 2.5, biased variance 1.25
     y, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
-    assert np.shape(y) == (1, 4), f"x of shape (1, 4) must give y of shape (1, 4), got {np.shape(y)}"
+    assert np.shape(y) == (1, 4), tr("x of shape (1, 4) must give y of shape (1, 4), got {shape}", shape=np.shape(y))
     expected = np.array([[-1.3416407865, -0.4472135955, 0.4472135955, 1.3416407865]])   # (x - 2.5) / sqrt(1.25)
     if np.allclose(y, [[-1.1618950039, -0.3872983346, 0.3872983346, 1.1618950039]]):
         raise AssertionError(
-            "layer_norm_forward([[1, 2, 3, 4]]) matches the unbiased variance 5/3 (a division by d - 1); "
-            "the variance in the definition above is 1.25.")
+            tr("layer_norm_forward([[1, 2, 3, 4]]) matches the unbiased variance 5/3 (a division by d - "
+                "1); the variance in the definition above is 1.25."))
     assert np.allclose(y, expected), (
-        f"layer_norm_forward([[1, 2, 3, 4]], gamma = 1, beta = 0, eps = 0) should be (x - 2.5) / sqrt(1.25) = "
-        f"{expected}; got {y}")
+        tr("layer_norm_forward([[1, 2, 3, 4]], gamma = 1, beta = 0, eps = 0) should be (x - 2.5) / "
+            "sqrt(1.25) = {expected}; got {y}",
+            expected=expected, y=y))
     y, _ = layer_norm_forward(x, np.full(4, 2.0), np.full(4, 1.0), eps=0.0)
     assert np.allclose(y, 2 * expected + 1), (
-        f"with gamma = 2 and beta = 1, y = 2 x_hat + 1 = {2 * expected + 1}; got {y}")
+        tr("with gamma = 2 and beta = 1, y = 2 x_hat + 1 = {expected}; got {y}", expected=2 * expected + 1, y=y))
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5)).astype(np.float32)   # (B, T, d)
     y, _ = layer_norm_forward(x, np.ones(5, dtype=np.float32), np.zeros(5, dtype=np.float32))
-    assert y.shape == (2, 3, 5), f"x of shape (2, 3, 5) must give y of shape (2, 3, 5), got {y.shape}"
-    assert y.dtype == np.float32, f"float32 inputs must give a float32 output, got {y.dtype}"
+    assert y.shape == (2, 3, 5), tr("x of shape (2, 3, 5) must give y of shape (2, 3, 5), got {shape}", shape=y.shape)
+    assert y.dtype == np.float32, tr("float32 inputs must give a float32 output, got {dtype}", dtype=y.dtype)
     assert np.allclose(y.mean(axis=-1), 0, atol=1e-5) and np.allclose(y.var(axis=-1), 1, atol=1e-3), (
-        "with gamma = 1 and beta = 0 every token of y must have mean 0 and variance about 1 over its last axis "
-        "(normalise each token over its d features, not over the batch)")
+        tr("with gamma = 1 and beta = 0 every token of y must have mean 0 and variance about 1 over "
+            "its last axis (normalise each token over its d features, not over the batch)"))
     y, _ = layer_norm_forward(np.full((1, 4), 5.0), np.ones(4), np.zeros(4))
     assert np.all(np.isfinite(y)) and np.allclose(y, 0), (
-        f"a constant token has variance 0: with eps = 1e-5 inside the square root y must be 0, got {y}")
-print("layer_norm_forward: visible checks passed")
+        tr("a constant token has variance 0: with eps = 1e-5 inside the square root y must be 0, "
+            "got {y}",
+            y=y))
+print(tr("{name}: visible checks passed", name='layer_norm_forward'))
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of layer_norm_forward run when your notebook is graded.
@@ -1222,18 +1261,21 @@ with visible_checks("layer_norm_backward", 5):
     _, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
     dx, dgamma, dbeta = layer_norm_backward(np.array([[1.0, 0.0, 0.0, 0.0]]), cache)
     assert np.shape(dx) == (1, 4) and np.shape(dgamma) == (4,) and np.shape(dbeta) == (4,), (
-        "dy of shape (1, 4) must give dx (1, 4), dgamma (4,), dbeta (4,); "
-        f"got {np.shape(dx)}, {np.shape(dgamma)}, {np.shape(dbeta)}")
+        tr("dy of shape (1, 4) must give dx (1, 4), dgamma (4,), dbeta (4,); got {shape}, {shape2}, "
+            "{shape3}",
+            shape=np.shape(dx), shape2=np.shape(dgamma), shape3=np.shape(dbeta)))
     expected = [0.2683281573, -0.3577708764, -0.0894427191, 0.1788854382]
     assert np.allclose(dx, [expected]), (
-        f"for x = [[1, 2, 3, 4]], gamma = 1, eps = 0 and dy = [[1, 0, 0, 0]], dx should be {expected}; "
-        f"got {dx}. Two sums are 0 for the true dx here: the row sum of dx (yours: {np.sum(dx):.3g}), "
-        f"because shifting x does not change y, and the sum of dx * x_hat (yours: {np.sum(dx * xhat):.3g}), "
-        "because scaling x does not change y at eps = 0. Re-read the derivation above for the term that "
-        "carries each.")
+        tr("for x = [[1, 2, 3, 4]], gamma = 1, eps = 0 and dy = [[1, 0, 0, 0]], dx should be "
+            "{expected}; got {dx}. Two sums are 0 for the true dx here: the row sum of dx (yours: "
+            "{dx2:.3g}), because shifting x does not change y, and the sum of dx * x_hat (yours: "
+            "{dx3:.3g}), because scaling x does not change y at eps = 0. Re-read the derivation "
+            "above for the term that carries each.",
+            expected=expected, dx=dx, dx2=np.sum(dx), dx3=np.sum(dx * xhat)))
     assert np.allclose(dgamma, [-1.3416407865, 0, 0, 0]) and np.allclose(dbeta, [1.0, 0, 0, 0]), (
-        f"with dy = [[1, 0, 0, 0]], dgamma should be [-1.3416, 0, 0, 0] and dbeta [1, 0, 0, 0]; "
-        f"got {dgamma} and {dbeta}")
+        tr("with dy = [[1, 0, 0, 0]], dgamma should be [-1.3416, 0, 0, 0] and dbeta [1, 0, 0, 0]; "
+            "got {dgamma} and {dbeta}",
+            dgamma=dgamma, dbeta=dbeta))
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5))                     # (B, T, d)
@@ -1243,8 +1285,9 @@ with visible_checks("layer_norm_backward", 5):
     _, cache = layer_norm_forward(x, gamma, beta)
     dx, dgamma, dbeta = layer_norm_backward(G, cache)
     assert np.shape(dx) == (2, 3, 5) and np.shape(dgamma) == (5,) and np.shape(dbeta) == (5,), (
-        f"dy of shape (2, 3, 5) must give dx (2, 3, 5), dgamma (5,) and dbeta (5,), summed over both leading axes; "
-        f"got {np.shape(dx)}, {np.shape(dgamma)}, {np.shape(dbeta)}")
+        tr("dy of shape (2, 3, 5) must give dx (2, 3, 5), dgamma (5,) and dbeta (5,), summed over "
+            "both leading axes; got {shape}, {shape2}, {shape3}",
+            shape=np.shape(dx), shape2=np.shape(dgamma), shape3=np.shape(dbeta)))
 
     def ln_loss():
         return float(np.sum(G * layer_norm_forward(x, gamma, beta)[0]))
@@ -1255,10 +1298,12 @@ with visible_checks("layer_norm_backward", 5):
         if not err < 1e-5:
             i = tuple(int(j) for j in np.unravel_index(np.argmax(np.abs(analytic - numeric)), numeric.shape))
             raise AssertionError(
-                f"{label} disagrees with central differences (eps = 1e-6): worst relative error {err:.2e} (expected "
-                f"below 1e-5); at index {i} yours is {analytic[i]:.6g}, the numerical gradient {numeric[i]:.6g}. "
-                "For dgamma and dbeta sum over every leading axis; for dx keep all three terms.")
-print("layer_norm_backward: visible checks passed")
+                tr("{label} disagrees with central differences (eps = 1e-6): worst relative error {err:.2e} "
+                    "(expected below 1e-5); at index {i} yours is {analytic:.6g}, the numerical gradient "
+                    "{numeric:.6g}. For dgamma and dbeta sum over every leading axis; for dx keep all three "
+                    "terms.",
+                    label=label, err=err, i=i, analytic=analytic[i], numeric=numeric[i]))
+print(tr("{name}: visible checks passed", name='layer_norm_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of layer_norm_backward run when your notebook is graded.
@@ -1297,14 +1342,18 @@ with visible_checks("attention_forward", 5):
     params = {"W_Q": np.zeros((d, d)), "W_K": np.zeros((d, d)), "W_V": np.eye(d), "W_O": np.eye(d),
               "b_Q": np.zeros(d), "b_K": np.zeros(d), "b_V": np.zeros(d), "b_O": np.array([0.5, 0.5, 0.5, 0.5])}
     y, cache = attention_forward(x, params, n_heads=h)             # causal by default
-    assert np.shape(y) == (B, T, d), f"x (2, 3, 4) must give y (B, T, d) = (2, 3, 4), got {np.shape(y)}"
+    assert np.shape(y) == (B, T, d), tr("x (2, 3, 4) must give y (B, T, d) = (2, 3, 4), got {shape}", shape=np.shape(y))
     assert np.allclose(y[0], [[0.5, 1.5, 2.5, 3.5], [2.5, 3.5, 4.5, 5.5], [4.5, 5.5, 6.5, 7.5]]), (
-        "with W_Q = W_K = 0 (all scores 0), W_V = W_O = I, the causal mask and b_O = 0.5, y[0] is the running "
-        f"mean of x[0] plus 0.5: [[0.5, 1.5, 2.5, 3.5], [2.5, 3.5, 4.5, 5.5], [4.5, 5.5, 6.5, 7.5]]; got\n{y[0]}\n"
-        "If every row is [4.5, 5.5, 6.5, 7.5], the causal mask (on by default, causal=True) was not applied.")
+        tr("with W_Q = W_K = 0 (all scores 0), W_V = W_O = I, the causal mask and b_O = 0.5, y[0] "
+            "is the running mean of x[0] plus 0.5: [[0.5, 1.5, 2.5, 3.5], [2.5, 3.5, 4.5, 5.5], "
+            "[4.5, 5.5, 6.5, 7.5]]; got\n{y}\nIf every row is [4.5, 5.5, 6.5, 7.5], the causal mask "
+            "(on by default, causal=True) was not applied.",
+            y=y[0]))
     y, _ = attention_forward(x, params, n_heads=h, causal=False)
     assert np.allclose(y[0], [[4.5, 5.5, 6.5, 7.5]] * 3), (
-        f"with causal=False every token of y[0] is the mean of x[0] plus 0.5, [4.5, 5.5, 6.5, 7.5]; got\n{y[0]}")
+        tr("with causal=False every token of y[0] is the mean of x[0] plus 0.5, [4.5, 5.5, 6.5, "
+            "7.5]; got\n{y}",
+            y=y[0]))
 
     rng = np.random.default_rng(0)
     B, T, d, h = 2, 5, 8, 2
@@ -1317,11 +1366,12 @@ with visible_checks("attention_forward", 5):
     expected, _ = multi_head_attention(x, params["W_Q"], params["W_K"], params["W_V"], params["W_O"],
                                        n_heads=h, mask=np.tril(np.ones((T, T), dtype=bool)))
     assert np.allclose(y, expected), (
-        "with zero biases attention_forward must agree with your multi_head_attention under a causal mask "
-        f"(largest difference {np.max(np.abs(y - expected)):.3g}); check the scale 1/sqrt(d_h) and the mask")
+        tr("with zero biases attention_forward must agree with your multi_head_attention under a "
+            "causal mask (largest difference {y:.3g}); check the scale 1/sqrt(d_h) and the mask",
+            y=np.max(np.abs(y - expected))))
     y_unscaled, _ = attention_forward(x, params, n_heads=h, scale=False)
-    assert not np.allclose(y_unscaled, y), "scale=False must drop the 1/sqrt(d_h): the output should change"
-print("attention_forward: visible checks passed")
+    assert not np.allclose(y_unscaled, y), tr("scale=False must drop the 1/sqrt(d_h): the output should change")
+print(tr("{name}: visible checks passed", name='attention_forward'))
 
 # %% nbgrader={"grade": true, "grade_id": "attention_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of attention_forward run when your notebook is graded.
@@ -1376,15 +1426,16 @@ with visible_checks("attention_backward", 5):
         params["b_" + name] = 0.1 * rng.standard_normal(d)
     _, cache = attention_forward(x, params, n_heads=h)
     dx, grads = attention_backward(np.ones((B, T, d)), cache)
-    assert np.shape(dx) == (B, T, d), f"dy of shape (2, 3, 4) must give dx of shape (2, 3, 4), got {np.shape(dx)}"
+    assert np.shape(dx) == (B, T, d), tr("dy of shape (2, 3, 4) must give dx of shape (2, 3, 4), got {shape}", shape=np.shape(dx))
     assert isinstance(grads, dict) and set(grads) == set(params), (
-        f"grads must be a dict with the keys of params, {sorted(params)}; "
-        f"got {sorted(grads) if isinstance(grads, dict) else type(grads).__name__}")
+        tr("grads must be a dict with the keys of params, {params}; got {isinstance}", params=sorted(params), isinstance=sorted(grads) if isinstance(grads, dict) else type(grads).__name__))
     for key in params:
         assert np.shape(grads[key]) == params[key].shape, (
-            f"grads['{key}'] must have the shape of params['{key}'], {params[key].shape}; got {np.shape(grads[key])}")
+            tr("grads['{key}'] must have the shape of params['{key}'], {shape}; got {shape2}", key=key, shape=params[key].shape, shape2=np.shape(grads[key])))
     assert np.allclose(grads["b_O"], [6.0, 6.0, 6.0, 6.0]), (
-        f"with dy = ones of shape (2, 3, 4), grads['b_O'] is dy summed over batch and time, [6, 6, 6, 6]; got {grads['b_O']}")
+        tr("with dy = ones of shape (2, 3, 4), grads['b_O'] is dy summed over batch and time, [6, "
+            "6, 6, 6]; got {grads}",
+            grads=grads['b_O']))
 
     G = rng.standard_normal((B, T, d))                     # the loss is L = sum(G * y), so dy = G
     _, cache = attention_forward(x, params, n_heads=h)
@@ -1393,15 +1444,15 @@ with visible_checks("attention_backward", 5):
     def attention_loss():
         return float(np.sum(G * attention_forward(x, params, n_heads=h)[0]))
 
-    hints = {"W_O": "the output projection, the first step back; compare the shapes of the product",
-             "b_O": "a bias is added at every position of every sequence",
-             "W_V": "the path through the values and the weights P, head by head",
-             "b_V": "a bias is added at every position of every sequence",
-             "W_Q": "the path through the softmax and the scale (re-read its backward above, and trap 1)",
-             "W_K": "the path through the softmax and the scale, seen from the keys",
-             "b_Q": "a bias is added at every position of every sequence",
-             "b_K": "a bias is added at every position of every sequence",
-             "x": "x reaches the output through three projections"}
+    hints = {"W_O": tr("the output projection, the first step back; compare the shapes of the product"),
+             "b_O": tr("a bias is added at every position of every sequence"),
+             "W_V": tr("the path through the values and the weights P, head by head"),
+             "b_V": tr("a bias is added at every position of every sequence"),
+             "W_Q": tr("the path through the softmax and the scale (re-read its backward above, and trap 1)"),
+             "W_K": tr("the path through the softmax and the scale, seen from the keys"),
+             "b_Q": tr("a bias is added at every position of every sequence"),
+             "b_K": tr("a bias is added at every position of every sequence"),
+             "x": tr("x reaches the output through three projections")}
     order = ["W_O", "b_O", "W_V", "b_V", "W_Q", "b_Q", "W_K", "b_K"]    # the order of the backward pass
     for key, analytic, wrt in [(k, grads[k], params[k]) for k in order] + [("x", dx, x)]:
         numeric = numerical_gradient(attention_loss, wrt, eps=1e-6)
@@ -1409,10 +1460,11 @@ with visible_checks("attention_backward", 5):
         if not err < 1e-5:
             i = tuple(int(j) for j in np.unravel_index(np.argmax(np.abs(analytic - numeric)), numeric.shape))
             raise AssertionError(
-                f"the gradient of {key} disagrees with central differences (eps = 1e-6): worst relative error "
-                f"{err:.2e} (expected below 1e-5); at index {i} yours is {analytic[i]:.6g}, the numerical gradient "
-                f"{numeric[i]:.6g}. Hint: {hints[key]}.")
-print("attention_backward: visible checks passed")
+                tr("the gradient of {key} disagrees with central differences (eps = 1e-6): worst relative "
+                    "error {err:.2e} (expected below 1e-5); at index {i} yours is {analytic:.6g}, the "
+                    "numerical gradient {numeric:.6g}. Hint: {hints}.",
+                    key=key, err=err, i=i, analytic=analytic[i], numeric=numeric[i], hints=hints[key]))
+print(tr("{name}: visible checks passed", name='attention_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "attention_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of attention_backward run when your notebook is graded.
@@ -1513,15 +1565,18 @@ with time_limit(30):
 with visible_checks("block_param_count", 5):
     n = block_param_count(64)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
-        f"block_param_count must return an int, got {type(n).__name__}")
+        tr("block_param_count must return an int, got {type}", type=type(n).__name__))
     assert n == 49_984, (
-        f"block_param_count(64) = 12 * 64^2 + 13 * 64 = 49,984; got {n:,}. Count 4 (d^2 + d) for attention, "
-        "2 d d_ff + d_ff + d for the FFN and 4 d for the two layer norms.")
+        tr("block_param_count(64) = 12 * 64^2 + 13 * 64 = 49,984; got {n:,}. Count 4 (d^2 + d) for "
+            "attention, 2 d d_ff + d_ff + d for the FFN and 4 d for the two layer norms.",
+            n=n))
     n = block_param_count(4, d_ff=8)
     assert n == 172, (
-        f"block_param_count(4, d_ff=8) = 4 (16 + 4) + (4*8 + 8 + 8*4 + 4) + 4*4 = 80 + 76 + 16 = 172; got {n:,}. "
-        "Is d_ff ignored, or used in place of 4 d only in one of the two FFN matrices?")
-print("block_param_count: visible checks passed")
+        tr("block_param_count(4, d_ff=8) = 4 (16 + 4) + (4*8 + 8 + 8*4 + 4) + 4*4 = 80 + 76 + 16 = "
+            "172; got {n:,}. Is d_ff ignored, or used in place of 4 d only in one of the two FFN "
+            "matrices?",
+            n=n))
+print(tr("{name}: visible checks passed", name='block_param_count'))
 
 # %% nbgrader={"grade": true, "grade_id": "block_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of block_param_count run when your notebook is graded.
@@ -1596,16 +1651,18 @@ with time_limit(10):
 with visible_checks("kv_cache_bytes", 5):
     n = kv_cache_bytes(n_layers=32, n_kv_heads=32, d_head=128, seq_len=4096, batch=1, bytes_per_element=2)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
-        f"kv_cache_bytes must return an int, got {type(n).__name__}")
+        tr("kv_cache_bytes must return an int, got {type}", type=type(n).__name__))
     assert n == 2_147_483_648, (
-        f"32 layers, 32 KV heads, d_head 128, T = 4096, batch 1, float16: 2 * 32 * 32 * 128 * 4096 * 1 * 2 = "
-        f"2,147,483,648 bytes (2 GiB); got {n:,}. Did you forget the 2 (keys and values) or a factor?")
+        tr("32 layers, 32 KV heads, d_head 128, T = 4096, batch 1, float16: 2 * 32 * 32 * 128 * "
+            "4096 * 1 * 2 = 2,147,483,648 bytes (2 GiB); got {n:,}. Did you forget the 2 (keys and "
+            "values) or a factor?",
+            n=n))
     n = kv_cache_bytes(n_layers=32, n_kv_heads=1, d_head=128, seq_len=4096, batch=1, bytes_per_element=2)
-    assert n == 67_108_864, f"the same with one KV head (multi-query) is 67,108,864 bytes (0.0625 GiB); got {n:,}"
+    assert n == 67_108_864, tr("the same with one KV head (multi-query) is 67,108,864 bytes (0.0625 GiB); got {n:,}", n=n)
     n = kv_cache_bytes(2, 3, 5, 7, 11, 4)
     assert n == 2 * 2 * 3 * 5 * 7 * 11 * 4, (
-        f"kv_cache_bytes(2, 3, 5, 7, 11, 4) = 2 * 2 * 3 * 5 * 7 * 11 * 4 = 18,480; got {n:,}")
-print("kv_cache_bytes: visible checks passed")
+        tr("kv_cache_bytes(2, 3, 5, 7, 11, 4) = 2 * 2 * 3 * 5 * 7 * 11 * 4 = 18,480; got {n:,}", n=n))
+print(tr("{name}: visible checks passed", name='kv_cache_bytes'))
 
 # %% nbgrader={"grade": true, "grade_id": "kv_cache_bytes_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of kv_cache_bytes run when your notebook is graded.
@@ -1654,12 +1711,12 @@ budget_kv_cache_bytes_mqa = 2 * n_layers * 1 * d_head * 8192 * 4 * 2          # 
 with visible_checks("exercise_decoder_budget"):
     for name in ("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                  "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"):
-        assert name in globals(), f"assign your answer to the variable {name} in the cell above"
+        assert name in globals(), tr("assign your answer to the variable {name} in the cell above", name=name)
         value = globals()[name]
         assert isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool), (
-            f"{name} should be a number, got {type(value).__name__}")
-        assert math.isfinite(value) and value > 0, f"{name} should be a positive number, got {value}"
-    print("exercise_decoder_budget: visible checks passed (the values are checked when graded)")
+            tr("{name} should be a number, got {type}", name=name, type=type(value).__name__))
+        assert math.isfinite(value) and value > 0, tr("{name} should be a positive number, got {value}", name=name, value=value)
+    print(tr("exercise_decoder_budget: visible checks passed (the values are checked when graded)"))
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_decoder_budget_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of exercise_decoder_budget run when your notebook is graded.

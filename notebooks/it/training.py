@@ -197,28 +197,32 @@ with visible_checks("make_batch", 10):
     inputs, targets, loss_mask = make_batch("sort", 3, 4, np.random.default_rng(0))
     for label, arr in (("inputs", inputs), ("targets", targets), ("loss_mask", loss_mask)):
         assert np.shape(arr) == (4, 6), (
-            f"make_batch('sort', L=3, batch_size=4, rng): {label} must have shape (B, 2L) = (4, 6), got {np.shape(arr)}")
+            tr("make_batch('sort', L=3, batch_size=4, rng): {label} must have shape (B, 2L) = (4, 6), "
+                "got {shape}",
+                label=label, shape=np.shape(arr)))
     assert inputs.dtype.kind in "iu" and targets.dtype.kind in "iu", (
-        f"token ids must be integers (they index the embedding table), got {inputs.dtype} and {targets.dtype}")
-    assert loss_mask.dtype == bool, f"loss_mask must be boolean, got {loss_mask.dtype}"
+        tr("token ids must be integers (they index the embedding table), got {dtype} and {dtype2}", dtype=inputs.dtype, dtype2=targets.dtype))
+    assert loss_mask.dtype == bool, tr("loss_mask must be boolean, got {dtype}", dtype=loss_mask.dtype)
     assert np.array_equal(inputs[:, 1:], targets[:, :-1]), (
-        "targets must be the inputs shifted by one (input position t predicts the token at t + 1): "
-        f"inputs[0] = {inputs[0]}, targets[0] = {targets[0]}")
+        tr("targets must be the inputs shifted by one (input position t predicts the token at t + "
+            "1): inputs[0] = {inputs}, targets[0] = {targets}",
+            inputs=inputs[0], targets=targets[0]))
     sequence = np.concatenate([inputs[:, :1], targets], axis=1)       # (B, 2L + 1)
-    assert np.all(sequence[:, 3] == SEP), f"position L = 3 must hold SEP = {SEP}; sequence 0 is {sequence[0]}"
+    assert np.all(sequence[:, 3] == SEP), tr("position L = 3 must hold SEP = {SEP}; sequence 0 is {sequence}", SEP=SEP, sequence=sequence[0])
     assert np.all((sequence[:, :3] >= 0) & (sequence[:, :3] < N_SYMBOLS)), (
-        f"the source symbols must lie in 0 .. {N_SYMBOLS - 1}; sequence 0 is {sequence[0]}")
+        tr("the source symbols must lie in 0 .. {N_SYMBOLS}; sequence 0 is {sequence}", N_SYMBOLS=N_SYMBOLS - 1, sequence=sequence[0]))
     assert np.array_equal(sequence[:, 4:], np.sort(sequence[:, :3], axis=1)), (
-        f"for sort the answer is the source sorted increasingly; sequence 0 is {sequence[0]}")
+        tr("for sort the answer is the source sorted increasingly; sequence 0 is {sequence}", sequence=sequence[0]))
     assert loss_mask.tolist() == [[False, False, False, True, True, True]] * 4, (
-        "the loss counts exactly the L predictions of a1 .. aL, input positions L .. 2L-1: each row of "
-        f"loss_mask must be [F, F, F, T, T, T], got {loss_mask[0].astype(int)}")
+        tr("the loss counts exactly the L predictions of a1 .. aL, input positions L .. 2L-1: each "
+            "row of loss_mask must be [F, F, F, T, T, T], got {loss_mask}",
+            loss_mask=loss_mask[0].astype(int)))
     inputs, targets, _ = make_batch("copy", 5, 2, np.random.default_rng(1))
     assert np.array_equal(targets[:, 5:], inputs[:, :5]), (
-        f"for copy the answer repeats the source: inputs[0] = {inputs[0]}, targets[0] = {targets[0]}")
+        tr("for copy the answer repeats the source: inputs[0] = {inputs}, targets[0] = {targets}", inputs=inputs[0], targets=targets[0]))
     again, _, _ = make_batch("copy", 5, 2, np.random.default_rng(1))
-    assert np.array_equal(again, inputs), "the same seed must give the same batch: draw only from the rng argument"
-print("make_batch: visible checks passed; a sort sequence with L = 3:", sequence[0])
+    assert np.array_equal(again, inputs), tr("the same seed must give the same batch: draw only from the rng argument")
+print(tr("make_batch: visible checks passed; a sort sequence with L = 3:"), sequence[0])
 
 # %% nbgrader={"grade": true, "grade_id": "make_batch_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of make_batch run when your notebook is graded (with the reference
@@ -257,16 +261,19 @@ grade("make_batch", globals())
 require_gate()
 with visible_checks("model_param_count", 10):
     n = model_param_count(21, 32, 2, 13, 128)
-    assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), f"return an int, got {type(n).__name__}"
+    assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), tr("return an int, got {type}", type=type(n).__name__)
     assert n == 27_253, (
-        f"model_param_count(21, 32, 2, 13, 128) should be 27,253 (the lesson's reference configuration); got {n:,}. "
-        "Count the embedding (V d), the positions (13 d), 2 blocks, the final LN (2 d) and W_out, b_out (d V + V).")
+        tr("model_param_count(21, 32, 2, 13, 128) should be 27,253 (the lesson's reference "
+            "configuration); got {n:,}. Count the embedding (V d), the positions (13 d), 2 blocks, "
+            "the final LN (2 d) and W_out, b_out (d V + V).",
+            n=n))
     config = ModelConfig(vocab_size=7, d=8, n_heads=2, n_layers=3, d_ff=32, max_len=5)
     counted = sum(v.size for v in init_params(config, np.random.default_rng(0)).values())
     assert model_param_count(7, 8, 3, 5) == counted, (
-        f"V = 7, d = 8, 3 layers, 5 positions, d_ff = 4 d = 32: init_params creates {counted:,} parameters, "
-        f"model_param_count says {model_param_count(7, 8, 3, 5):,}")
-print("model_param_count: visible checks passed;", f"{n:,} parameters in the reference configuration")
+        tr("V = 7, d = 8, 3 layers, 5 positions, d_ff = 4 d = 32: init_params creates {counted:,} "
+            "parameters, model_param_count says {model_param_count:,}",
+            counted=counted, model_param_count=model_param_count(7, 8, 3, 5)))
+print(tr("model_param_count: visible checks passed;"), f"{n:,} parameters in the reference configuration")
 
 # %% nbgrader={"grade": true, "grade_id": "model_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of model_param_count run when your notebook is graded (with the reference
@@ -346,11 +353,15 @@ with visible_checks("masked_cross_entropy", 10):
     mask = np.array([[False, True]])
     loss, dlogits = masked_cross_entropy(logits, targets, mask)
     assert np.isclose(loss, math.log(4)), (
-        f"uniform logits over 4 tokens give -log(1/4) = log 4 = 1.3863 at the one counted position; got {loss}")
-    assert np.shape(dlogits) == (1, 2, 4), f"dlogits must have the shape of the logits, (1, 2, 4); got {np.shape(dlogits)}"
+        tr("uniform logits over 4 tokens give -log(1/4) = log 4 = 1.3863 at the one counted "
+            "position; got {loss}",
+            loss=loss))
+    assert np.shape(dlogits) == (1, 2, 4), tr("dlogits must have the shape of the logits, (1, 2, 4); got {shape}", shape=np.shape(dlogits))
     assert np.allclose(dlogits[0, 1], [0.25, 0.25, 0.25, -0.75]), (
-        f"at the counted position dlogits = softmax - onehot(3) = [0.25, 0.25, 0.25, -0.75] (N = 1); got {dlogits[0, 1]}")
-    assert np.all(dlogits[0, 0] == 0), f"a position that does not count gets gradient 0; got {dlogits[0, 0]}"
+        tr("at the counted position dlogits = softmax - onehot(3) = [0.25, 0.25, 0.25, -0.75] (N = "
+            "1); got {dlogits}",
+            dlogits=dlogits[0, 1]))
+    assert np.all(dlogits[0, 0] == 0), tr("a position that does not count gets gradient 0; got {dlogits}", dlogits=dlogits[0, 0])
 
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((2, 3, 5))
@@ -359,12 +370,14 @@ with visible_checks("masked_cross_entropy", 10):
     loss, dlogits = masked_cross_entropy(logits, targets, mask)
     numeric = numerical_gradient(lambda: masked_cross_entropy(logits, targets, mask)[0], logits)
     error = rel_error(dlogits, numeric)
-    assert error < 1e-6, f"dlogits disagrees with central differences of your loss: relative error {error:.2e} (threshold 1e-6)"
+    assert error < 1e-6, tr("dlogits disagrees with central differences of your loss: relative error {error:.2e} "
+        "(threshold 1e-6)",
+        error=error)
     _, dlogits32 = masked_cross_entropy(logits.astype(np.float32), targets, mask)
-    assert dlogits32.dtype == np.float32, f"float32 logits must give float32 dlogits, got {dlogits32.dtype}"
+    assert dlogits32.dtype == np.float32, tr("float32 logits must give float32 dlogits, got {dtype}", dtype=dlogits32.dtype)
     loss, _ = masked_cross_entropy(logits * 1e4, targets, mask)
-    assert math.isfinite(loss), "logits of size 1e4 must not overflow: subtract the row maximum first"
-print("masked_cross_entropy: visible checks passed")
+    assert math.isfinite(loss), tr("logits of size 1e4 must not overflow: subtract the row maximum first")
+print(tr("{name}: visible checks passed", name='masked_cross_entropy'))
 
 # %% nbgrader={"grade": true, "grade_id": "masked_cross_entropy_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of masked_cross_entropy run when your notebook is graded (with the reference
@@ -422,7 +435,7 @@ with visible_checks("block_backward", 120):
         dx, grads = block_backward(dy, cache, ops)
         placement = "pre-LN" if pre_ln else "post-LN"
         assert isinstance(grads, dict) and all(k in grads for k in BLOCK_KEYS), (
-            f"{placement}: grads must be a dict with one entry per parameter: {', '.join(BLOCK_KEYS)}")
+            tr("{placement}: grads must be a dict with one entry per parameter: {BLOCK_KEYS}", placement=placement, BLOCK_KEYS=', '.join(BLOCK_KEYS)))
 
         def loss():
             return float(np.sum(dy * block_forward(x, params, config.n_heads, ops, pre_ln=pre_ln)[0]))
@@ -430,15 +443,16 @@ with visible_checks("block_backward", 120):
         errors = {}
         for key in ("dx",) + BLOCK_KEYS:
             value, got = (x, dx) if key == "dx" else (params[key], grads[key])
-            assert np.shape(got) == value.shape, f"{placement}: {key} has shape {np.shape(got)}, expected {value.shape}"
+            assert np.shape(got) == value.shape, tr("{placement}: {key} has shape {shape}, expected {shape2}", placement=placement, key=key, shape=np.shape(got), shape2=value.shape)
             errors[key] = rel_error(got, numerical_gradient(loss, value))
         worst = max(errors, key=errors.get)
         assert errors[worst] < 1e-4, (
-            f"{placement} block: {worst} disagrees with central differences, relative error {errors[worst]:.2e} "
-            f"(threshold 1e-4). All errors: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items())
-            + ". The first wrong one in backward order (W2, b2, W1, b1, LN2, attention, LN1, dx) is the clue.")
-        print(f"{placement}: worst relative error {errors[worst]:.1e} ({worst}) over {len(errors)} gradients")
-print("block_backward: visible checks passed")
+            tr("{placement} block: {worst} disagrees with central differences, relative error {error:.2e} "
+               "(threshold 1e-4). All errors: {errors}. The first wrong one in backward order (W2, b2, "
+               "W1, b1, LN2, attention, LN1, dx) is the clue.", placement=placement, worst=worst,
+               error=errors[worst], errors=", ".join(f"{k} {v:.1e}" for k, v in errors.items())))
+        print(tr("{placement}: worst relative error {errors:.1e} ({worst}) over {errors2} gradients", placement=placement, errors=errors[worst], worst=worst, errors2=len(errors)))
+print(tr("{name}: visible checks passed", name='block_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "block_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of block_backward run when your notebook is graded (with the reference
@@ -564,19 +578,23 @@ with visible_checks("adam_step", 10):
     # t = 1: m = 0.05, v = 0.00025, m_hat = 0.5, v_hat = 0.25: w = 1 - 0.1 * 0.5 / (0.5 + 1e-8), about 0.9
     w1 = 1 - 0.1 * 0.5 / (0.5 + 1e-8)
     assert np.allclose(params1["w"], [w1], rtol=0, atol=1e-12), (
-        f"first step from w = 1 with g = 0.5, lr = 0.1: m_hat = 0.5, v_hat = 0.25, so w = 0.9; got {params1['w']}. "
-        "Without bias correction w would be 1 - 0.1 * 0.05 / sqrt(0.00025) = 0.6838.")
+        tr("first step from w = 1 with g = 0.5, lr = 0.1: m_hat = 0.5, v_hat = 0.25, so w = 0.9; "
+            "got {params1}. Without bias correction w would be 1 - 0.1 * 0.05 / sqrt(0.00025) = "
+            "0.6838.",
+            params1=params1['w']))
     assert state1["t"] == 1 and np.allclose(state1["m"]["w"], [0.05]) and np.allclose(state1["v"]["w"], [0.00025]), (
-        f"after one step the state must hold t = 1, m = 0.05, v = 0.00025 (raw moments); got {state1}")
-    assert params["w"][0] == 1.0 and state["t"] == 0, "adam_step must not modify its arguments"
+        tr("after one step the state must hold t = 1, m = 0.05, v = 0.00025 (raw moments); got "
+            "{state1}",
+            state1=state1))
+    assert params["w"][0] == 1.0 and state["t"] == 0, tr("adam_step must not modify its arguments")
     params2, state2 = adam_step(params1, {"w": np.array([-0.5])}, state1, lr=0.1)
     # t = 2: m = 0.9 * 0.05 - 0.05 = -0.005, v = 0.999 * 0.00025 + 0.001 * 0.25 = 0.00049975,
     # m_hat = -0.005 / 0.19, v_hat = 0.00049975 / 0.001999: w = w1 + 0.1 * (0.005 / 0.19) / sqrt(0.00049975 / 0.001999)
     expected = w1 + 0.1 * (0.005 / 0.19) / (math.sqrt(0.00049975 / 0.001999) + 1e-8)
     assert np.allclose(params2["w"], [expected], rtol=0, atol=1e-12), (
-        f"second step with g = -0.5: w should be {expected:.8f}; got {params2['w']}")
-    assert state2["t"] == 2, f"the step counter must be 2 after two steps, got {state2['t']}"
-print("adam_step: visible checks passed; two steps from w = 1:", params1["w"], params2["w"])
+        tr("second step with g = -0.5: w should be {expected:.8f}; got {params2}", expected=expected, params2=params2['w']))
+    assert state2["t"] == 2, tr("the step counter must be 2 after two steps, got {state2}", state2=state2['t'])
+print(tr("adam_step: visible checks passed; two steps from w = 1:"), params1["w"], params2["w"])
 
 # %% nbgrader={"grade": true, "grade_id": "adam_step_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of adam_step run when your notebook is graded (with the reference
@@ -632,16 +650,19 @@ with visible_checks("greedy_generate", 60):
         before = prompts.copy()
         tokens, logits = greedy_generate(params, prompts, 6, config, ops)
         assert np.shape(tokens) == (5, 6) and np.shape(logits) == (5, 6, VOCAB_SIZE), (
-            f"5 prompts, 6 new tokens: tokens must be (5, 6) and logits (5, 6, {VOCAB_SIZE}); "
-            f"got {np.shape(tokens)} and {np.shape(logits)}")
-        assert np.array_equal(prompts, before), "greedy_generate must not modify the prompts"
+            tr("5 prompts, 6 new tokens: tokens must be (5, 6) and logits (5, 6, {VOCAB_SIZE}); got "
+                "{shape} and {shape2}",
+                VOCAB_SIZE=VOCAB_SIZE, shape=np.shape(tokens), shape2=np.shape(logits)))
+        assert np.array_equal(prompts, before), tr("greedy_generate must not modify the prompts")
         cached_tokens, cached_logits = generate_with_cache(params, prompts, 6, config, ops)
         assert np.array_equal(tokens, cached_tokens), (
-            f"greedy decoding gives {cached_tokens[0]} for prompt {prompts[0]}, yours gives {tokens[0]}. Each step: "
-            "model on the whole sequence so far, argmax of the last position's logits, append, repeat.")
+            tr("greedy decoding gives {cached_tokens} for prompt {prompts}, yours gives {tokens}. Each "
+                "step: model on the whole sequence so far, argmax of the last position's logits, append, "
+                "repeat.",
+                cached_tokens=cached_tokens[0], prompts=prompts[0], tokens=tokens[0]))
         assert np.allclose(logits, cached_logits, rtol=1e-9, atol=1e-9), (
-            "the tokens are right but logits[:, k] must be the last position's logits at step k")
-print("greedy_generate: visible checks passed")
+            tr("the tokens are right but logits[:, k] must be the last position's logits at step k"))
+print(tr("{name}: visible checks passed", name='greedy_generate'))
 
 # %% nbgrader={"grade": true, "grade_id": "greedy_generate_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of greedy_generate run when your notebook is graded (with the reference
@@ -762,9 +783,10 @@ require_gate()
 with visible_checks("answer_accuracy", 10):
     token_acc, seq_acc = answer_accuracy(np.array([[1, 2, 3], [1, 2, 4]]), np.array([[1, 2, 3], [1, 2, 3]]))
     assert np.isclose(token_acc, 5 / 6) and np.isclose(seq_acc, 0.5), (
-        "5 of the 6 tokens are right and 1 of the 2 sequences is entirely right: expected (0.8333, 0.5), "
-        f"got ({token_acc}, {seq_acc})")
-print("answer_accuracy: visible checks passed")
+        tr("5 of the 6 tokens are right and 1 of the 2 sequences is entirely right: expected "
+            "(0.8333, 0.5), got ({token_acc}, {seq_acc})",
+            token_acc=token_acc, seq_acc=seq_acc))
+print(tr("{name}: visible checks passed", name='answer_accuracy'))
 
 # %% nbgrader={"grade": true, "grade_id": "answer_accuracy_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of answer_accuracy run when your notebook is graded (with the reference
