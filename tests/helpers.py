@@ -177,11 +177,17 @@ def table_line(stdout: str, student: str) -> str:
     return " ".join(line.split())
 
 
-def graded_course(folder: Path, students: list[str], language: str | None = None) -> Path:
+def graded_course(folder: Path, students: list[str], language: str | None = None,
+                  beside_source: dict[str, bytes] | None = None,
+                  submitted_extra: dict[str, bytes] | None = None) -> Path:
     """A course in ``folder/course`` made the way an instructor makes one: the kit's
     ``nbgrader_config.py`` (with ``c.AttentionKit.language = language`` added when given),
-    the attention source, the example class's ``students``; then nbgrader's
-    ``generate_assignment``, ``autograde`` and ``generate_feedback``.
+    the attention source with the files ``beside_source`` (name -> bytes) written into it
+    (one named ``attention.ipynb`` replaces the kit's notebook: what ``tools.build_all``
+    writes there for a course in another language), the
+    example class's ``students`` with the files ``submitted_extra`` added to each
+    submission; then nbgrader's ``generate_assignment``, ``autograde`` and
+    ``generate_feedback``.
 
     Returns:
         Path, the course folder (``feedback/<student>/attention/attention.html`` written).
@@ -201,8 +207,12 @@ def graded_course(folder: Path, students: list[str], language: str | None = None
     if language is not None:
         config += f"\nc.AttentionKit.language = {language!r}\n"
     (course / "nbgrader_config.py").write_text(config, encoding="utf-8")
+    for name, data in (beside_source or {}).items():
+        (course / "source" / "attention" / name).write_bytes(data)
     for student in students:
         shutil.copytree(EXAMPLE / "submitted" / student, course / "submitted" / student)
+        for name, data in (submitted_extra or {}).items():
+            (course / "submitted" / student / "attention" / name).write_bytes(data)
     env = nbgrader_env()
     for args in (["generate_assignment", "attention", "--force"],
                  ["autograde", "attention", "--create", "--force"],

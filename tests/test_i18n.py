@@ -219,9 +219,12 @@ def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
-    """nbgrader's own autograde and generate_feedback in a course whose setting is "it":
-    the points and fault ids of example/EXPECTED.json, the hidden cells' reports in
-    Italian, none of the catalogue's English sentences in them."""
+    """nbgrader's own autograde and generate_feedback in a course whose setting is "it",
+    its source made as tools.build_all makes it (the notebook from the Italian document, the
+    kernel catalogue beside it), the example class's English-built submissions graded:
+    the points and fault ids of example/EXPECTED.json, the hidden cells' reports and the
+    visible tests' messages in Italian, none of the catalogue's English sentences in them;
+    a catalogue the student put in their submission is replaced by the course's."""
     import json
 
     import nbformat
@@ -229,11 +232,22 @@ def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
 
     from grader_tests.notebook import RESULT_MIME
     from tests.helpers import ROOT, graded_course
+    from tools import build_notebooks
+    from tools.build_all import kernel_files
+    from tools.notebook_cells import KERNEL_CATALOGUE
 
     student = "student_mask_after_softmax"
     expected = json.loads((Path(ROOT) / "example" / "EXPECTED.json").read_text())[
         "students"][student]
-    course = graded_course(tmp_path, [student], language="it")
+    catalogue = kernel_files("it")[KERNEL_CATALOGUE]
+    assert catalogue
+    course = graded_course(tmp_path, [student], language="it",
+                           beside_source={"attention.ipynb": build_notebooks.render("it"),
+                                          KERNEL_CATALOGUE: catalogue},
+                           submitted_extra={KERNEL_CATALOGUE: b"not a catalogue"})
+    assert (course / "release" / "attention" / KERNEL_CATALOGUE).read_bytes() == catalogue
+    assert (course / "autograded" / student / "attention" / KERNEL_CATALOGUE
+            ).read_bytes() == catalogue
     with Gradebook("sqlite:///" + str(course / "gradebook.db")) as gb:
         notebook = gb.find_submission_notebook("attention", "attention", student)
         scores = {g.name[: -len("_hidden_checks")]: g.score for g in notebook.grades
