@@ -31,6 +31,5 @@ c.CourseDirectory.release_directory = os.path.join(KIT, "release")
 # Its own exchange (git-ignored): releasing `training` to the example students, as the demo
 # does, never reaches the instructor's exchange.
 c.Exchange.root = os.path.join(HERE, "exchange")
-# The language of the example class ("en" or "it"). Its notebooks are the kit's source and
-# release, built in the language of ../nbgrader_config.py: keep the two settings equal.
-c.AttentionKit.language = "en"
+# The language (c.AttentionKit.language) is the kit's, from ../nbgrader_config.py: the
+# example class's notebooks are the kit's source and release, built in that language.
