@@ -172,6 +172,8 @@ def main():
         if request["op"] == "load":
             spec_names = tuple(request["spec_names"])
             prepared.clear()
+            messages = request.get("messages")
+            submission.use_messages(messages if isinstance(messages, dict) else None)
             try:
                 allowed = request.get("allowed_modules")
                 loaded = submission.load(request["path"], request.get("cell_time_limit"),

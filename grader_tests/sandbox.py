@@ -37,7 +37,7 @@ import numpy as np
 
 from solutions.training import ModelConfig
 
-from . import assignments, config, evidence, i18n, jail, wire
+from . import assignments, config, evidence, i18n, jail, submission, wire
 from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
 from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
                     allowed_callees, callees, check_callee_size, time_limit)
@@ -142,7 +142,9 @@ class Sandbox:
                                "assignment": self.assignment.name,
                                "variables": list(self.assignment.variables),
                                "cell_time_limit": self.load_time_limit / 3,
-                               "allowed_modules": list(self.allowed_modules)},
+                               "allowed_modules": list(self.allowed_modules),
+                               # the loading's messages in the grading's language
+                               "messages": submission.message_table()},
                               self.load_time_limit)
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()
@@ -496,7 +498,8 @@ def _grade_isolated(path, names, memory_mb, assignment, jailed):
     if jailed:
         jail.require()
     points = graded_points(assignment)
-    flags = [f"the submission {e}" for e in evidence.kit_references(path)]
+    flags = [i18n._("the submission {finding}").format(finding=e)
+             for e in evidence.kit_references(path)]
     box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed)
     try:
         try:
