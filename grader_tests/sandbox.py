@@ -144,7 +144,7 @@ class Sandbox:
                                "cell_time_limit": self.load_time_limit / 3,
                                "allowed_modules": list(self.allowed_modules),
                                # the loading's messages in the grading's language
-                               "messages": submission.message_table()},
+                               "messages": submission.message_table(i18n._)},
                               self.load_time_limit)
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import assignments
@@ -34,9 +35,11 @@ def N_(message: str) -> str:
 
 # The messages of this module (why a file is no notebook, the cells that failed while
 # loading, a module the grading environment does not provide), in the language of the
-# grading: in the grader translated with the kit's catalogue (``i18n``), in the jailed
-# worker, where the catalogue is not, with the table the grader sends in its load request
-# (``use_messages``). English, the msgids, without either.
+# grading: in the grader translated with the kit's catalogue (``i18n``, which the grader
+# has loaded; this module does not import it, ``i18n`` reading the course's configuration
+# through ``config``, which imports this module), in the jailed worker, where the catalogue
+# is not, with the table the grader sends in its load request (``use_messages``). English,
+# the msgids, without either.
 MESSAGES = (
     N_("{path}: no such file"), N_("{path}: unreadable ({error})"),
     N_("{path}: not graded: {size} bytes, more than a notebook may hold ({limit} MiB)"),
@@ -52,8 +55,6 @@ MESSAGES = (
     N_("cell {number} ({grade_id}) is a {kind} cell: graded as code, as nbgrader does"),
     N_("cells {numbers} carry the same id {grade_id} (duplicated or split): joined and "
        "graded as one"),
-    N_("No module named {module!r} when graded: the grading environment provides Python's "
-       "standard library and {allowed} only"),
     N_("{cell}: imports {modules}, which the grading environment does not provide (it "
        "provides Python's standard library and {allowed}): code that uses it fails when "
        "graded [module-unavailable]"),
@@ -65,7 +66,6 @@ MESSAGES = (
     N_("{cell}: still the stub (it raises NotImplementedError)"),
 )
 _TABLE: dict[str, str] | None = None  # the worker's translations (``use_messages``)
-_CATALOGUE: list = []  # the grader's ``i18n._``, once imported (``[None]``: not here)
 
 
 def use_messages(table: dict[str, str] | None) -> None:
@@ -81,29 +81,23 @@ def use_messages(table: dict[str, str] | None) -> None:
                                          if str(k) in MESSAGES}
 
 
-def message_table() -> dict[str, str]:
-    """This module's messages in the current language of ``i18n`` (the grader's): what
-    the grader sends the worker (``use_messages``).
+def message_table(translate: Callable[[str], str]) -> dict[str, str]:
+    """This module's messages translated by ``translate`` (the grader's ``i18n._``, in
+    the grading's language): what the grader sends the worker (``use_messages``).
 
     Returns:
         dict msgid -> its translation, for every entry of ``MESSAGES``.
     """
-    from .i18n import _ as translate
-
     return {m: translate(m) for m in MESSAGES}
 
 
 def _(message: str) -> str:
-    """``message`` (one of ``MESSAGES``) in the language of the grading."""
+    """``message`` (one of ``MESSAGES``) in the language of the grading: the worker's
+    table, else the catalogue of the grader's ``i18n`` where it is loaded, else English."""
     if _TABLE is not None:
         return _TABLE.get(message, message)
-    if not _CATALOGUE:
-        try:
-            from .i18n import _ as translate
-        except ImportError:  # the jailed worker, not told: English
-            translate = None
-        _CATALOGUE.append(translate)
-    return message if _CATALOGUE[0] is None else _CATALOGUE[0](message)
+    i18n = sys.modules.get(f"{__package__ or 'grader_tests'}.i18n")
+    return message if i18n is None else i18n._(message)
 
 
 class SubmissionError(Exception):
@@ -407,10 +401,12 @@ def is_available(module, allowed):
 
 
 def _unavailable(module, allowed):
-    """The message of a ``ModuleNotFoundError`` for ``module``, not in ``allowed``."""
-    return _("No module named {module!r} when graded: the grading environment provides "
-             "Python's standard library and {allowed} only").format(
-                 module=module, allowed=", ".join(allowed))
+    """The message of a ``ModuleNotFoundError`` for ``module``, not in ``allowed``: Python's
+    own (``No module named 'scipy'``) continued, in English in every course as Python's
+    exception messages are (the report's fault id ``module-unavailable`` is explained in
+    the course's language beside it)."""
+    return (f"No module named {module!r} when graded: the grading environment provides "
+            f"Python's standard library and {', '.join(allowed)} only")
 
 
 class UnavailableModule:

@@ -214,12 +214,11 @@ def parse_threshold(text: object) -> Threshold:
     text = str(text).strip().lower()
     if text in ("full", "max", "100%"):
         return ("full", None)
-    if text.endswith("%"):
-        value = float(text[:-1])
-        kind = "percent"
-    else:
-        value = float(text)
-        kind = "points"
+    kind = "percent" if text.endswith("%") else "points"
+    try:
+        value = float(text[:-1] if kind == "percent" else text)
+    except ValueError:  # not a number: said as below, not as float() says it
+        value = math.nan
     if not math.isfinite(value) or value < 0:
         raise ValueError(_("threshold must be 'full', a number of points or a percentage: "
                            "{text!r}").format(text=text))
