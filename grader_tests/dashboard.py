@@ -342,9 +342,9 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
     coursedir = course_directory(root)
     db_url = db_url or coursedir.db_url
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
-        raise DashboardError(f"no gradebook at {db_url[len('sqlite:///'):]}: grade the "
-                             f"class first (make demo, nbgrader autograde, or python -m "
-                             f"grader_tests batch)")
+        raise DashboardError(_("no gradebook at {path}: grade the class first (make demo, "
+                               "nbgrader autograde, or python -m grader_tests batch)").format(
+                                   path=db_url[len("sqlite:///"):]))
     if log_path is None:
         log_path = root / log_name(assignment)
     logged = reports_in_log(log_path)
@@ -359,10 +359,11 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                 record = gb.find_assignment(assignment)
                 gb.find_notebook(assignment, assignment)
             except MissingEntry:
-                raise DashboardError(
-                    f"assignment {assignment} (notebook {assignment}.ipynb) is not in the "
-                    f"gradebook {db_url}: run `nbgrader generate_assignment {assignment}` "
-                    f"and grade the class first") from None
+                raise DashboardError(_(
+                    "assignment {assignment} (notebook {assignment}.ipynb) is not in the "
+                    "gradebook {db_url}: run `nbgrader generate_assignment {assignment}` "
+                    "and grade the class first").format(assignment=assignment,
+                                                        db_url=db_url)) from None
             cells = {_part_name(c.name): float(c.max_score)
                      for nb in record.notebooks for c in nb.grade_cells}
             parts = {n: cells[n] for n in sorted(

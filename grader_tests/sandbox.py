@@ -268,8 +268,9 @@ class Sandbox:
             MemoryError: ``data`` is longer than ``MAX_MESSAGE_BYTES`` (nothing is sent).
         """
         if len(data) > MAX_MESSAGE_BYTES:
-            raise MemoryError(f"a message of {len(data)} bytes, more than the "
-                              f"{MAX_MESSAGE_BYTES} the socket carries")
+            raise MemoryError(i18n._("a message of {size} bytes, more than the {limit} the "
+                                     "socket carries").format(size=len(data),
+                                                              limit=MAX_MESSAGE_BYTES))
         header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else \
             struct.pack("!i", -1) + struct.pack("!Q", len(data))
         view = memoryview(header + data)
@@ -329,10 +330,11 @@ class Sandbox:
                 value = fn(*args, **kwargs)
             data = self._dumps({"op": "callback-result", "value": value})
             if len(data) > MAX_MESSAGE_BYTES:
-                raise MemoryError(
-                    f"the answer of {self._callee_name(name, fn)} would be {len(data)} "
-                    f"bytes on the wire, more than the {MAX_MESSAGE_BYTES} a message may "
-                    f"hold")
+                raise MemoryError(i18n._(
+                    "the answer of {name} would be {size} bytes on the wire, more than the "
+                    "{limit} a message may hold").format(name=self._callee_name(name, fn),
+                                                         size=len(data),
+                                                         limit=MAX_MESSAGE_BYTES))
             self._send_bytes(data)
         except (StudentTimeout, WorkerDied):
             raise
