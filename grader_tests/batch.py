@@ -42,6 +42,7 @@ import os
 import signal
 import sys
 from collections import Counter
+from pathlib import Path
 
 from . import assignments, dashboard
 from .assignments import Assignment
@@ -388,7 +389,7 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
             "with the same files (--fresh grades them again)", graded).format(
                 count=graded, assignment=assignment, log=os.path.basename(log_path)))
     summary = summarise(recorder.log, students, root, assignment, absent=absent)
-    dashboard.after_grading(root, assignment, db_url, log_path)
+    dashboard.after_grading(Path(root), assignment, db_url, Path(log_path))
     return summary
 
 

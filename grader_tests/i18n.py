@@ -199,7 +199,8 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         add_help = kwargs.pop("add_help", True)
         kwargs.setdefault("formatter_class", _HelpFormatter)
-        super().__init__(*args, add_help=False, **kwargs)
+        kwargs["add_help"] = False  # added below, its help translated
+        super().__init__(*args, **kwargs)
         self._positionals.title = _("positional arguments")
         self._optionals.title = _("options")
         if add_help:
