@@ -64,6 +64,8 @@ MESSAGES = (
     N_("{cell}: stopped after {seconds:g} s (a loop that never ends at the top level of a "
        "cell?)"),
     N_("{cell}: still the stub (it raises NotImplementedError)"),
+    # the worker's (``_worker.py``), a value of the student's it cannot send the grader
+    N_("the result could not be sent: {error}"),
 )
 _TABLE: dict[str, str] | None = None  # the worker's translations (``use_messages``)
 
