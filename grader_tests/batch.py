@@ -364,6 +364,7 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
 def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db_url: str,
          log_path: str, workers: int | None, jailed: bool, progress: bool,
          scheduler: str | None, task_time_limit: float | None, language: str) -> dict:
+    """``run`` once the course is read, in its language (``i18n.use_language``)."""
     assignment = owner.name
     if not os.path.isdir(submitted):
         raise BatchSetupError(_("{submitted}: no such folder (the folder of the students' "
