@@ -25,7 +25,8 @@ import os
 import sys
 
 from . import assignments
-from .i18n import LANGUAGES, _, course_language, use_language
+from .i18n import (LANGUAGES, ArgumentParser, _, course_language, folder_language,
+                   use_language)
 from .report import GradeReport, format_result, tampering_flags
 from .runner import grade_namespace
 from .sandbox import grade_isolated
@@ -41,35 +42,6 @@ def main(argv: list[str] | None = None) -> int:
         int, the exit status: 0 graded, 2 the submission could not be read (or the batch's
         own statuses for ``batch``).
     """
-    parser = argparse.ArgumentParser(prog="python -m grader_tests",
-                                     description="Grade an attention or training "
-                                                 "submission.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="grade one notebook or .py file")
-    g.add_argument("path")
-    g.add_argument("--json", action="store_true", help="print one JSON object")
-    g.add_argument("--only", nargs="+", choices=[n for a in assignments.ASSIGNMENTS.values()
-                            for n in a.graded_names],
-                   metavar="NAME", help="grade only these names (put PATH first: "
-                                        "grade PATH --only NAME ...)")
-    g.add_argument("--assignment", choices=ASSIGNMENTS, default=None,
-                   help="which assignment PATH belongs to (default: a notebook with the "
-                        "training gate cell is `training`, anything else `attention`)")
-    g.add_argument("--in-process", action="store_true",
-                   help="run the submission in this process (faster, no isolation; for "
-                        "trusted code such as the reference)")
-    g.add_argument("--unjailed", action="store_true",
-                   help="where bubblewrap's jail cannot be made, run the submission in a plain "
-                        "subprocess (it then runs as you: trusted code only)")
-    g.add_argument("--language", choices=LANGUAGES, default=None,
-                   help="language of the report (default: c.AttentionKit.language of the "
-                        "nbgrader_config.py of the current folder, else en)")
-    b = sub.add_parser("batch", help="grade a whole submitted/ folder into the gradebook",
-                       add_help=False)
-    b.add_argument("rest", nargs=argparse.REMAINDER)
-    d = sub.add_parser("dashboard", help="write the class dashboard (HTML, PNG and SVG "
-                                         "figures) from the gradebook", add_help=False)
-    d.add_argument("rest", nargs=argparse.REMAINDER)
     for stream in (sys.stdout, sys.stderr):  # a console that cannot show a character
         try:                                  # (cp1252 and a student's "√") gets "?"
             stream.reconfigure(errors="replace")  # type: ignore[union-attr]
@@ -85,18 +57,53 @@ def main(argv: list[str] | None = None) -> int:
         from .dashboard import main as dashboard_main
 
         return dashboard_main(argv[1:])
-    args = parser.parse_args(argv)
+    with use_language(folder_language(os.getcwd())):  # the help in the course's language
+        args = parser().parse_args(argv)
     with use_language(args.language or course_language(os.getcwd())):
         return _grade(args)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, its help in the current language (``i18n.use_language``).
+    """
+    parser = ArgumentParser(prog="python -m grader_tests",
+                            description=_("Grade an attention or training submission."))
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help=_("grade one notebook or .py file"))
+    g.add_argument("path")
+    g.add_argument("--json", action="store_true", help=_("print one JSON object"))
+    g.add_argument("--only", nargs="+", choices=[n for a in assignments.ASSIGNMENTS.values()
+                            for n in a.graded_names],
+                   metavar="NAME", help=_("grade only these names (put PATH first: "
+                                          "grade PATH --only NAME ...)"))
+    g.add_argument("--assignment", choices=ASSIGNMENTS, default=None,
+                   help=_("which assignment PATH belongs to (default: a notebook with the "
+                          "training gate cell is `training`, anything else `attention`)"))
+    g.add_argument("--in-process", action="store_true",
+                   help=_("run the submission in this process (faster, no isolation; for "
+                          "trusted code such as the reference)"))
+    g.add_argument("--unjailed", action="store_true",
+                   help=_("where bubblewrap's jail cannot be made, run the submission in a "
+                          "plain subprocess (it then runs as you: trusted code only)"))
+    g.add_argument("--language", choices=LANGUAGES, default=None,
+                   help=_("language of the report (default: c.AttentionKit.language of the "
+                          "nbgrader_config.py of the current folder, else en)"))
+    b = sub.add_parser("batch", help=_("grade a whole submitted/ folder into the gradebook"),
+                       add_help=False)
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    d = sub.add_parser("dashboard", help=_("write the class dashboard (HTML, PNG and SVG "
+                                           "figures) from the gradebook"), add_help=False)
+    d.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
 def _grade(args: argparse.Namespace) -> int:
     if os.path.isdir(args.path):
-        return _unreadable(args, f"{args.path} is a folder: give a notebook or a .py file "
-                                 f"(to grade every student of a submitted/ folder: python -m "
-                                 f"grader_tests batch)")
+        return _unreadable(args, _("{path} is a folder: give a notebook or a .py file (to "
+                                   "grade every student of a submitted/ folder: python -m "
+                                   "grader_tests batch)").format(path=args.path))
     if not os.path.isfile(args.path):
-        return _unreadable(args, f"{args.path}: no such file")
+        return _unreadable(args, _("{path}: no such file").format(path=args.path))
     flags: list[str] = []
     try:
         assignment = assignments.get(args.assignment or assignment_of(args.path))
@@ -104,8 +111,8 @@ def _grade(args: argparse.Namespace) -> int:
         return _unreadable(args, str(exc))
     foreign = [n for n in args.only or () if n not in assignment.points]
     if foreign:
-        return _unreadable(args, f"{', '.join(foreign)}: not graded in assignment "
-                                 f"{assignment.name}")
+        return _unreadable(args, _("{names}: not graded in assignment {assignment}").format(
+            names=", ".join(foreign), assignment=assignment.name))
     isolated = not args.in_process
     if not isolated:
         try:
@@ -140,9 +147,9 @@ def _grade(args: argparse.Namespace) -> int:
         print(_("\nTotal: {score:.2f} / {max_score:g}").format(score=report.score,
                                                               max_score=report.max_score))
         for err in report.cell_errors:
-            print(f"note: {err}")
+            print(_("note: {note}").format(note=err))
         for flag in report.flags:
-            print(f"FLAG: {flag}")
+            print(_("FLAG: {flag}").format(flag=flag))
     return 0
 
 
@@ -150,7 +157,7 @@ def _unreadable(args, message):
     if args.json:
         print(json.dumps({"error": message}))
     else:
-        print(f"error: {message}", file=sys.stderr)
+        print(_("error: {error}").format(error=message), file=sys.stderr)
     return 2
 
 

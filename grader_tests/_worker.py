@@ -90,7 +90,8 @@ def send(conn, message, table):
         data = wire.dumps(message, table, None, callable_of(table))
     except Exception as exc:  # e.g. a value NumPy cannot turn into bytes
         data = wire.dumps({"op": "raised", "types": ["TypeError"],
-                           "message": f"the result could not be sent: {exc}"})
+                           "message": submission._("the result could not be sent: {error}"
+                                                   ).format(error=exc)})
     conn.send_bytes(data)
 
 
@@ -172,6 +173,8 @@ def main():
         if request["op"] == "load":
             spec_names = tuple(request["spec_names"])
             prepared.clear()
+            messages = request.get("messages")
+            submission.use_messages(messages if isinstance(messages, dict) else None)
             try:
                 allowed = request.get("allowed_modules")
                 loaded = submission.load(request["path"], request.get("cell_time_limit"),

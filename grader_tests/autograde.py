@@ -310,10 +310,12 @@ class JailedExecute(Execute):
             ename = str(content.get("ename", "Error"))[:200]
             if not any(o.get("output_type") == "error" and o.get("ename") == ename
                        for o in cell.outputs):
-                cell.outputs.append(nbformat.v4.new_output(
-                    "error", ename=ename, evalue="[message dropped: past the output budget]",
-                    traceback=[f"{ename}: its message and traceback were dropped while "
-                               f"grading, past the output budget"]))
+                with use_language(self._language):
+                    cell.outputs.append(nbformat.v4.new_output(
+                        "error", ename=ename,
+                        evalue=_("[message dropped: past the output budget]"),
+                        traceback=[_("{error}: its message and traceback were dropped while "
+                                     "grading, past the output budget").format(error=ename)]))
         else:
             super().on_cell_executed(**kwargs)
         self._kept_outputs += len(cell.outputs) - before
@@ -389,10 +391,12 @@ class JailedExecute(Execute):
         except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
             # The kernel stopped answering (a fork bomb, a flood, memory): the cells after
             # this one are not run; the points come from the jailed grader all the same.
-            cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
-                "error", ename=type(exc).__name__, evalue="the kernel stopped responding",
-                traceback=[f"{type(exc).__name__}: the kernel stopped responding while this "
-                           f"cell ran"])]
+            with use_language(self._language):
+                cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
+                    "error", ename=type(exc).__name__,
+                    evalue=_("the kernel stopped responding"),
+                    traceback=[_("{error}: the kernel stopped responding while this cell "
+                                 "ran").format(error=type(exc).__name__)])]
             self._stopped_at = index
             return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
@@ -444,10 +448,12 @@ class TrustedGrades(NbGraderPreprocessor):
             if result is None or graded not in points:
                 # A hidden cell the grader has no result for earns nothing (nbgrader would
                 # give a cell with no output full marks).
-                cell.outputs = [nbformat.v4.new_output(
-                    "error", ename="NotGraded", evalue=graded,
-                    traceback=[f"{graded} is not a graded name of assignment {assignment}: "
-                               f"this cell earns no points"])]
+                with use_language(language):
+                    cell.outputs = [nbformat.v4.new_output(
+                        "error", ename="NotGraded", evalue=graded,
+                        traceback=[_("{name} is not a graded name of assignment "
+                                     "{assignment}: this cell earns no points").format(
+                                         name=graded, assignment=assignment)])]
                 continue
             with use_language(language):
                 report = format_result(result)

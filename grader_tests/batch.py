@@ -42,12 +42,13 @@ import os
 import signal
 import sys
 from collections import Counter
+from pathlib import Path
 
 from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
 from .config import course_config
-from .i18n import course_language
+from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
                         open_gradebook, require_assignment, withdraw_grade, write_gradebook)
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
@@ -72,21 +73,21 @@ def find_submission(folder, assignment=NOTEBOOK):
         ``(path or None, note or None)``: the note says what was chosen or why nothing was.
     """
     if not os.path.isdir(folder):
-        return None, f"no folder {folder}"
+        return None, _("no folder {folder}").format(folder=folder)
     choice = choose_notebook(folder, assignment)
     if choice.path is not None:
         return choice.path, choice.note
     scripts = sorted(p for p in glob.glob(os.path.join(glob.escape(folder), "*.py"))
                      if os.path.isfile(p) and not os.path.islink(p))
     if scripts:
-        return scripts[0], f"graded the Python file {os.path.basename(scripts[0])} " \
-                           f"(expected {assignment}.ipynb)"
+        return scripts[0], _("graded the Python file {file} (expected {assignment}.ipynb)"
+                             ).format(file=os.path.basename(scripts[0]), assignment=assignment)
     links = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(folder), "*"))
                    if os.path.islink(p))
     if links:
-        return None, (f"{', '.join(links)}: a symbolic link, not a file handed in; nothing "
-                      f"to grade")
-    return None, "the submission folder is empty: nothing to grade"
+        return None, _("{files}: a symbolic link, not a file handed in; nothing to grade"
+                       ).format(files=", ".join(links))
+    return None, _("the submission folder is empty: nothing to grade")
 
 
 def sha256(path):
@@ -152,10 +153,12 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         if student in absent:
             rows.append({"student": student, "score": None, "flags": [], "errors": [],
                          "not_submitted": True,
-                         "note": f"not submitted (no {assignment} folder): nothing recorded"})
+                         "note": _("not submitted (no {assignment} folder): nothing recorded"
+                                   ).format(assignment=assignment)})
             continue
         if rec is None:
-            rows.append({"student": student, "score": None, "flags": [], "errors": ["not graded"]})
+            rows.append({"student": student, "score": None, "flags": [],
+                         "errors": [_("not graded")]})
             continue
         if rec["report"] is None:  # a grading error: the executor failed, no grade written
             rows.append({"student": student, "score": None, "flags": [],
@@ -172,27 +175,36 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         if kernel:
             for name, f in report.functions.items():
                 if name in kernel and abs(kernel[name] - f.score) > 1e-6:
-                    disagree.append(f"{name}: in-kernel {kernel[name]:g}, isolated {f.score:g}")
+                    disagree.append(_("{name}: in-kernel {kernel:g}, isolated {isolated:g}").format(
+                        name=name, kernel=kernel[name], isolated=f.score))
         rows.append({"student": student, "score": report.score, "max_score": report.max_score,
                      "flags": rec.get("flags", []), "errors": errors, "faults": hit,
                      "disagreements": disagree})
-    width = max([len(r["student"]) for r in rows] + [7])
-    print(f"\n{'student':<{width}}  {'score':>12}  faults / flags / errors", file=out)
+    student_head = _("student")
+    width = max([len(r["student"]) for r in rows] + [7, len(student_head)])
+    score_head, extras_head = _("score"), _("faults / flags / errors")
+    print(f"\n{student_head:<{width}}  {score_head:>12}  {extras_head}", file=out)
     for r in rows:
         score = "-" if r["score"] is None else f"{r['score']:.2f} / {r['max_score']:g}"
         if r.get("grading_error"):
-            score = "ERROR"
-        extras = r.get("faults", []) + [f"FLAG: {f}" for f in r["flags"]] + \
-            [f"error: {e}" for e in r["errors"]] + ([r["note"]] if r.get("note") else []) + \
-            [f"disagrees with nbgrader: {d}" for d in r.get("disagreements", [])]
+            score = _("ERROR")
+        extras = r.get("faults", []) + [_("FLAG: {flag}").format(flag=f) for f in r["flags"]] + \
+            [_("error: {error}").format(error=e) for e in r["errors"]] + \
+            ([r["note"]] if r.get("note") else []) + \
+            [_("disagrees with nbgrader: {difference}").format(difference=d)
+             for d in r.get("disagreements", [])]
         print(f"{r['student']:<{width}}  {score:>12}  {'; '.join(extras)}", file=out)
-    print("\nstudents per fault id:", file=out)
+    print("\n" + _("students per fault id:"), file=out)
     for fault, n in faults.most_common():
         print(f"  {fault:<28} {n}", file=out)
     failed = [r["student"] for r in rows if r.get("grading_error")]
     if failed:
-        print(f"\n{len(failed)} student(s) with a grading error, no grade written (run the "
-              f"same command again to grade them): {', '.join(failed)}", file=out)
+        print("\n" + ngettext(
+            "{count} student with a grading error, no grade written (run the same command "
+            "again to grade them): {students}",
+            "{count} students with a grading error, no grade written (run the same command "
+            "again to grade them): {students}", len(failed)).format(
+                count=len(failed), students=", ".join(failed)), file=out)
     return {"students": rows, "faults": dict(faults), "grading_errors": failed}
 
 
@@ -255,8 +267,10 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
             path, note = find_submission(folder, name)
             digest = None if path is None else sha256(path)
         except Exception as exc:  # last resort: one student's files never stop the batch
-            path, note = None, (f"{student}: {os.path.relpath(folder, root)}: the submission "
-                                f"could not be read ({type(exc).__name__}: {str(exc)[:300]})")
+            path, note = None, _("{student}: {folder}: the submission could not be read "
+                                 "({error})").format(
+                student=student, folder=os.path.relpath(folder, root),
+                error=f"{type(exc).__name__}: {str(exc)[:300]}")
         if path is None:
             rec = {"student": student, "sha256": None, "report": zero_report(note, assignment),
                    "cell_errors": [], "flags": [], "error": note, "seconds": 0.0}
@@ -275,9 +289,10 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
             try:
                 code_of_notebook(path)
             except Exception as exc:  # SubmissionError; anything else: last resort
-                error = str(exc) if isinstance(exc, SubmissionError) else (
-                    f"{student}: {os.path.relpath(path, root)}: not readable "
-                    f"({type(exc).__name__}: {str(exc)[:300]})")
+                error = str(exc) if isinstance(exc, SubmissionError) else _(
+                    "{student}: {path}: not readable ({error})").format(
+                        student=student, path=os.path.relpath(path, root),
+                        error=f"{type(exc).__name__}: {str(exc)[:300]}")
                 rec = {"student": student, "sha256": digest,
                        "report": zero_report(error, assignment), "cell_errors": [],
                        "flags": [], "error": error, "seconds": 0.0,
@@ -341,9 +356,20 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     log_path = log_path or os.path.join(root, log_name(owner))
     if fresh and os.path.exists(log_path):
         os.remove(log_path)
+    with use_language(language):  # what the batch records and prints: the course's language
+        return _run(submitted, owner, root, course_id, db_url, log_path, workers, jailed,
+                    progress, scheduler, task_time_limit, language)
+
+
+def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db_url: str,
+         log_path: str, workers: int | None, jailed: bool, progress: bool,
+         scheduler: str | None, task_time_limit: float | None, language: str) -> dict:
+    """``run`` once the course is read, in its language (``i18n.use_language``)."""
+    assignment = owner.name
     if not os.path.isdir(submitted):
-        raise BatchSetupError(f"{submitted}: no such folder (the folder of the students' "
-                              f"submissions, submitted/<student>/{assignment}/)")
+        raise BatchSetupError(_("{submitted}: no such folder (the folder of the students' "
+                                "submissions, submitted/<student>/{assignment}/)").format(
+                                    submitted=submitted, assignment=assignment))
     students = sorted(d for d in os.listdir(submitted)
                       if os.path.isdir(os.path.join(submitted, d)) and not d.startswith("."))
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
@@ -357,10 +383,14 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
                task_time_limit, language)
     if not jobs and progress:
         graded = len(students) - len(absent)
-        print(f"nothing to grade: the {graded} submission(s) of {assignment} are in the log "
-              f"{os.path.basename(log_path)} with the same files (--fresh grades them again)")
+        print(ngettext(
+            "nothing to grade: the {count} submission of {assignment} is in the log {log} "
+            "with the same file (--fresh grades it again)",
+            "nothing to grade: the {count} submissions of {assignment} are in the log {log} "
+            "with the same files (--fresh grades them again)", graded).format(
+                count=graded, assignment=assignment, log=os.path.basename(log_path)))
     summary = summarise(recorder.log, students, root, assignment, absent=absent)
-    dashboard.after_grading(root, assignment, db_url, log_path)
+    dashboard.after_grading(Path(root), assignment, db_url, Path(log_path))
     return summary
 
 
@@ -377,8 +407,12 @@ def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed
 
         bar = Progress(transient=False)
         bar.start()
-        where = f"on the Dask cluster {scheduler}" if scheduler else f"with {workers} worker(s)"
-        task = bar.add_task(f"grading {len(jobs)} submission(s) {where}", total=len(jobs))
+        where = _("on the Dask cluster {scheduler}").format(scheduler=scheduler) if scheduler \
+            else ngettext("with {count} worker", "with {count} workers", workers).format(
+                count=workers)
+        task = bar.add_task(ngettext("grading {count} submission {where}",
+                                     "grading {count} submissions {where}", len(jobs)).format(
+                                         count=len(jobs), where=where), total=len(jobs))
     held: dict = {}
     name = recorder.assignment.name
     if scheduler:
@@ -417,43 +451,70 @@ def interrupted(args, exc):
     records = Log(log_path).records if os.path.exists(log_path) else {}
     graded = sorted(s for s, r in records.items() if r.get("report") is not None)
     what = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else str(exc)
-    # On a Dask cluster, the workers confirm that they dropped the batch's tasks
-    # (dask_batch.stop_tasks); the ones they had not yet dropped are named above.
-    left = "no grading process is left running" if not getattr(exc, "tasks_still_held", None) \
-        else "some Dask workers had not yet ended their grading tasks (see the warning)"
-    print(f"\ninterrupted ({what}): {left}. The log "
-          f"{log_path} holds {len(graded)} graded student(s)"
-          + (f": {', '.join(graded)}" if graded else "")
-          + ". Run the same command again to grade the others.", file=sys.stderr)
+    with use_language(folder_language(root)):
+        # On a Dask cluster, the workers confirm that they dropped the batch's tasks
+        # (dask_batch.stop_tasks); the ones they had not yet dropped are named above.
+        left = _("no grading process is left running") \
+            if not getattr(exc, "tasks_still_held", None) else \
+            _("some Dask workers had not yet ended their grading tasks (see the warning)")
+        print("\n" + ngettext(
+            "interrupted ({what}): {left}. The log {log} holds {count} graded student",
+            "interrupted ({what}): {left}. The log {log} holds {count} graded students",
+            len(graded)).format(what=what, left=left, log=log_path, count=len(graded))
+            + (f": {', '.join(graded)}" if graded else "")
+            + ". " + _("Run the same command again to grade the others."), file=sys.stderr)
     return EXIT_INTERRUPTED
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m grader_tests batch",
-                                     description="Grade every submission, isolated, into the "
-                                                 "gradebook.")
-    parser.add_argument("submitted", nargs="?", default="submitted")
-    parser.add_argument("--assignment", default=NOTEBOOK, choices=list(assignments.ASSIGNMENTS))
+def parser() -> argparse.ArgumentParser:
+    """The batch's command-line parser, its help in the current language
+    (``i18n.use_language``)."""
+    parser = ArgumentParser(prog="python -m grader_tests batch",
+                            description=_("Grade every submission, isolated, into the "
+                                          "gradebook."))
+    parser.add_argument("submitted", nargs="?", default="submitted",
+                        help=_("the folder of the submissions, submitted/<student>/"
+                               "<assignment>/ (default: submitted)"))
+    parser.add_argument("--assignment", default=NOTEBOOK, choices=list(assignments.ASSIGNMENTS),
+                        help=_("the assignment to grade (default: attention)"))
     parser.add_argument("--workers", type=int, default=None,
-                        help="processes of the local pool (default: the machine's cores)")
+                        help=_("processes of the local pool (default: the machine's cores)"))
     parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                        help="grade on this Dask distributed scheduler's workers instead of "
-                             "a local pool")
+                        help=_("grade on this Dask distributed scheduler's workers instead of "
+                               "a local pool"))
     parser.add_argument("--task-time-limit", type=float, default=None, metavar="SECONDS",
-                        help="with --scheduler: seconds one submission may grade on a worker "
-                             "before it is tried elsewhere (default 600)")
+                        help=_("with --scheduler: seconds one submission may grade on a "
+                               "worker before it is tried elsewhere (default 600)"))
     parser.add_argument("--db-url", default=None,
-                        help="the gradebook (default: c.CourseDirectory.db_url of the course's "
-                             "nbgrader_config.py, else gradebook.db beside SUBMITTED)")
+                        help=_("the gradebook (default: c.CourseDirectory.db_url of the "
+                               "course's nbgrader_config.py, else gradebook.db beside "
+                               "SUBMITTED)"))
     parser.add_argument("--log", default=None,
-                        help="JSON-lines log (default: batch_log.jsonl beside SUBMITTED for "
-                             "attention, batch_log_training.jsonl for training)")
-    parser.add_argument("--fresh", action="store_true", help="forget the log: grade everyone")
-    parser.add_argument("--summary-json", default=None, help="also write the summary here")
+                        help=_("JSON-lines log (default: batch_log.jsonl beside SUBMITTED for "
+                               "attention, batch_log_training.jsonl for training)"))
+    parser.add_argument("--fresh", action="store_true",
+                        help=_("forget the log: grade everyone"))
+    parser.add_argument("--summary-json", default=None,
+                        help=_("also write the summary here"))
     parser.add_argument("--unjailed", action="store_true",
-                        help="where bubblewrap's jail cannot be made, grade in plain processes "
-                             "(student code then runs as you: trusted code only)")
-    args = parser.parse_args(argv)
+                        help=_("where bubblewrap's jail cannot be made, grade in plain "
+                               "processes (student code then runs as you: trusted code only)"))
+    return parser
+
+
+def _language_of(argv: list[str] | None) -> str:
+    """The language of the course the batch's command line points at (the folder above
+    SUBMITTED, else the current folder), for its help and its errors; ``"en"`` where it
+    cannot be read."""
+    positional = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    submitted = positional[0] if positional and os.path.isdir(positional[0]) else "submitted"
+    return folder_language(os.path.dirname(os.path.abspath(submitted)))
+
+
+def main(argv=None):
+    language = _language_of(argv)
+    with use_language(language):
+        args = parser().parse_args(argv)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop_on)
     # Ctrl-C stops the batch even where it was started with SIGINT ignored (a background
@@ -466,14 +527,16 @@ def main(argv=None):
     except (KeyboardInterrupt, Interrupted) as exc:
         return interrupted(args, exc)
     except BatchSetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        with use_language(language):
+            print(_("error: {error}").format(error=exc), file=sys.stderr)
         return 2
     except (OSError, TimeoutError) as exc:
         if not args.scheduler:
             raise
         # Nothing is lost: every student finished so far is in the log and the gradebook.
-        print(f"error: the Dask cluster at {args.scheduler}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        with use_language(language):
+            print(_("error: the Dask cluster at {scheduler}: {error}").format(
+                scheduler=args.scheduler, error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
         return 2
     if args.summary_json:
         with open(args.summary_json, "w", encoding="utf-8") as f:

@@ -54,7 +54,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, TextIO
 
 from .faults import FAULTS, explain  # noqa: F401  (FAULTS re-exported)
-from .i18n import N_, _, course_language, current_language, use_language
+from .i18n import (N_, ArgumentParser, _, course_language, current_language, folder_language,
+                   use_language)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -289,7 +290,7 @@ def reports_in_log(log_path: Path | None) -> dict[str, dict]:
             if isinstance(f, dict) and isinstance(f.get("score"), (int, float)):
                 parts[str(name)] = {"score": float(f["score"]), "reported": True,
                                     "faults": _failed_faults(f.get("checks")), "error": None}
-        notes = [f"flag: {f}" for f in record.get("flags") or []]
+        notes = [_("flag: {flag}").format(flag=f) for f in record.get("flags") or []]
         notes += [str(e) for e in [record.get("error"), *(record.get("cell_errors") or []),
                                    record.get("note")] if e]
         found[str(student)] = {"parts": parts, "notes": notes}
@@ -341,9 +342,9 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
     coursedir = course_directory(root)
     db_url = db_url or coursedir.db_url
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
-        raise DashboardError(f"no gradebook at {db_url[len('sqlite:///'):]}: grade the "
-                             f"class first (make demo, nbgrader autograde, or python -m "
-                             f"grader_tests batch)")
+        raise DashboardError(_("no gradebook at {path}: grade the class first (make demo, "
+                               "nbgrader autograde, or python -m grader_tests batch)").format(
+                                   path=db_url[len("sqlite:///"):]))
     if log_path is None:
         log_path = root / log_name(assignment)
     logged = reports_in_log(log_path)
@@ -358,10 +359,11 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                 record = gb.find_assignment(assignment)
                 gb.find_notebook(assignment, assignment)
             except MissingEntry:
-                raise DashboardError(
-                    f"assignment {assignment} (notebook {assignment}.ipynb) is not in the "
-                    f"gradebook {db_url}: run `nbgrader generate_assignment {assignment}` "
-                    f"and grade the class first") from None
+                raise DashboardError(_(
+                    "assignment {assignment} (notebook {assignment}.ipynb) is not in the "
+                    "gradebook {db_url}: run `nbgrader generate_assignment {assignment}` "
+                    "and grade the class first").format(assignment=assignment,
+                                                        db_url=db_url)) from None
             cells = {_part_name(c.name): float(c.max_score)
                      for nb in record.notebooks for c in nb.grade_cells}
             parts = {n: cells[n] for n in sorted(
@@ -828,17 +830,20 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
         The page's path, or None.
     """
     out = out or sys.stdout
-    try:
-        page = write_dashboard(root, assignment, db_url, log_path)
-    except Exception as exc:  # the grades are recorded: a dashboard never stops the run
-        print(f"dashboard: not written ({type(exc).__name__}: {exc}); `python -m "
-              f"grader_tests dashboard --assignment {assignment}` writes it", file=out)
-        return None
-    try:
-        shown = page.relative_to(Path(root).resolve())
-    except ValueError:
-        shown = page
-    print(f"dashboard: {shown} (figures as PNG and SVG beside it)", file=out)
+    with use_language(folder_language(str(root))):
+        try:
+            page = write_dashboard(root, assignment, db_url, log_path)
+        except Exception as exc:  # the grades are recorded: a dashboard never stops the run
+            print(_("dashboard: not written ({error}); `python -m grader_tests dashboard "
+                    "--assignment {assignment}` writes it").format(
+                        error=f"{type(exc).__name__}: {exc}", assignment=assignment), file=out)
+            return None
+        try:
+            shown = page.relative_to(Path(root).resolve())
+        except ValueError:
+            shown = page
+        print(_("dashboard: {page} (figures as PNG and SVG beside it)").format(page=shown),
+              file=out)
     return page
 
 
@@ -852,27 +857,37 @@ def main(argv: list[str] | None = None) -> int:
         The exit status: 0 when the dashboard was written, 2 when it cannot be (the reason
         on stderr: no gradebook, or the assignment is not in it).
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m grader_tests dashboard",
-        description="Write the class dashboard (HTML page, PNG and SVG figures) of an "
-                    "assignment from the course's gradebook.")
-    parser.add_argument("--root", type=Path, default=Path.cwd(),
-                        help="the course folder (default: the current one)")
-    parser.add_argument("--assignment", default=DEFAULT_ASSIGNMENT,
-                        choices=("attention", "training"))
-    parser.add_argument("--db-url", default=None,
-                        help="the gradebook (default: the course's nbgrader_config.py)")
-    parser.add_argument("--log", type=Path, default=None,
-                        help="the batch log (default: the course's batch_log.jsonl, or "
-                             "batch_log_training.jsonl)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the folder to write (default: dashboard/<assignment>/ in the "
-                             "course)")
-    args = parser.parse_args(argv)
-    try:
-        page = write_dashboard(args.root, args.assignment, args.db_url, args.log, args.out)
-    except DashboardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"dashboard: {page}")
+    with use_language(folder_language(os.getcwd())):  # the help in the course's language
+        args = parser().parse_args(argv)
+    with use_language(folder_language(str(args.root))):
+        try:
+            page = write_dashboard(args.root, args.assignment, args.db_url, args.log,
+                                   args.out)
+        except DashboardError as exc:
+            print(_("error: {error}").format(error=exc), file=sys.stderr)
+            return 2
+        print(_("dashboard: {page}").format(page=page))
     return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, its help in the current language (``i18n.use_language``).
+    """
+    parser = ArgumentParser(
+        prog="python -m grader_tests dashboard",
+        description=_("Write the class dashboard (HTML page, PNG and SVG figures) of an "
+                      "assignment from the course's gradebook."))
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help=_("the course folder (default: the current one)"))
+    parser.add_argument("--assignment", default=DEFAULT_ASSIGNMENT,
+                        choices=("attention", "training"),
+                        help=_("the assignment (default: attention)"))
+    parser.add_argument("--db-url", default=None,
+                        help=_("the gradebook (default: the course's nbgrader_config.py)"))
+    parser.add_argument("--log", type=Path, default=None,
+                        help=_("the batch log (default: the course's batch_log.jsonl, or "
+                               "batch_log_training.jsonl)"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help=_("the folder to write (default: dashboard/<assignment>/ in the "
+                               "course)"))
+    return parser

@@ -56,6 +56,7 @@ from collections.abc import Generator
 from multiprocessing.connection import Connection
 
 from .assignments import DEFAULT
+from .i18n import _
 from .job import grading_error_record
 
 DEFAULT_ASSIGNMENT = DEFAULT.name
@@ -85,7 +86,8 @@ class GradingTimeLimit(Exception):
         self.seconds, self.worker = seconds, worker
 
     def __str__(self):
-        return f"grading took longer than the time limit of {self.seconds:g} s on {self.worker}"
+        return _("grading took longer than the time limit of {seconds:g} s on {worker}").format(
+            seconds=self.seconds, worker=self.worker)
 
 
 class GradingCancelled(Exception):
@@ -97,7 +99,8 @@ class GradingCancelled(Exception):
         self.worker = worker
 
     def __str__(self) -> str:
-        return f"the task was cancelled on {self.worker}; its grading process was killed"
+        return _("the task was cancelled on {worker}; its grading process was killed").format(
+            worker=self.worker)
 
 
 class GradingProcessDied(Exception):
@@ -108,7 +111,8 @@ class GradingProcessDied(Exception):
         self.detail, self.worker = detail, worker
 
     def __str__(self):
-        return f"the grading process on {self.worker} died: {self.detail}"
+        return _("the grading process on {worker} died: {detail}").format(
+            worker=self.worker, detail=self.detail)
 
 
 # ---------------------------------------------------------------------------------------
@@ -309,13 +313,15 @@ def _failure(exc):
     if isinstance(exc, KilledWorker):
         runs = exc.allowed_failures + 1
         worker = getattr(exc.last_worker, "address", None)
-        return (f"the worker grading it ({worker}) died" +
-                (f" ({runs} workers in a row)" if runs > 1 else ""), runs, worker)
+        return (_("the worker grading it ({worker}) died").format(worker=worker) +
+                (_(" ({runs} workers in a row)").format(runs=runs) if runs > 1 else ""),
+                runs, worker)
     if isinstance(exc, (GradingTimeLimit, GradingProcessDied)):
         return str(exc), 1, exc.worker
     text = " ".join(str(exc).split())  # Dask's messages run over several lines
     text = text if len(text) <= 300 else text[:297] + "..."
-    return f"the task failed on the cluster: {type(exc).__name__}: {text}", 1, None
+    return _("the task failed on the cluster: {error}").format(
+        error=f"{type(exc).__name__}: {text}"), 1, None
 
 
 def _held_tasks(keys: list[str], dask_worker=None) -> list[str]:
@@ -432,12 +438,14 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
                     history.setdefault(student, []).append(reason)
                     runs[student] = runs.get(student, 0) + used
                     if runs[student] < ATTEMPTS:
-                        note(f"{student}: {reason}; trying once more elsewhere")
+                        note(_("{student}: {reason}; trying once more elsewhere").format(
+                            student=student, reason=reason))
                         submit(student, path, avoid=worker)
                         continue
                     record = grading_error_record(
-                        student, f"grading error, no grade written ({runs[student]} "
-                                 f"attempt(s)): " + "; ".join(history[student]),
+                        student, _("grading error, no grade written ({attempts} attempt(s)): "
+                                   "{reasons}").format(attempts=runs[student],
+                                                       reasons="; ".join(history[student])),
                         attempts=history[student])
                 else:
                     if student in history:
@@ -458,8 +466,9 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
                 exc.tasks_still_held = held  # type: ignore[attr-defined]  # for the batch's last words
                 if held_on_stop is not None:
                     held_on_stop.update(held)
-                print(f"warning: after {STOP_WAIT:g} s, workers still hold cancelled tasks: "
-                      + "; ".join(f"{w}: {len(k)}" for w, k in sorted(held.items())),
+                print(_("warning: after {seconds:g} s, workers still hold cancelled tasks: "
+                        "{tasks}").format(seconds=STOP_WAIT, tasks="; ".join(
+                            f"{w}: {len(k)}" for w, k in sorted(held.items()))),
                       file=sys.stderr)
             raise
 

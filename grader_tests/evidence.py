@@ -15,6 +15,7 @@ import ast
 import os
 import re
 
+from .i18n import N_, _
 from .submission import SubmissionError, code_of_notebook
 
 # Modules a submission has no use for: the kit's own, and ways out of the process.
@@ -24,26 +25,26 @@ FORBIDDEN_MODULES = ("solutions", "grader_tests", "nbgrader", "ctypes", "socket"
                      "pty", "wire", "rebind", "_worker")
 # Attribute chains that reach the grading machinery or other processes.
 FORBIDDEN_ATTRIBUTES = {
-    ("sys", "modules"): "rewrites sys.modules",
-    ("sys", "path"): "searches the import path (sys.path)",
-    ("sys", "argv"): "reads the grading process's command line (sys.argv)",
-    ("os", "write"): "writes to a raw file descriptor",
-    ("os", "read"): "reads from a raw file descriptor",
-    ("os", "fdopen"): "opens a raw file descriptor",
-    ("os", "dup2"): "rewires a file descriptor",
-    ("sys", "meta_path"): "changes the import machinery (sys.meta_path)",
-    ("sys", "path_hooks"): "changes the import machinery (sys.path_hooks)",
-    ("sys", "settrace"): "installs a tracer",
-    ("sys", "setprofile"): "installs a profiler hook",
-    ("sys", "addaudithook"): "installs an audit hook",
-    ("os", "environ"): "reads environment variables",
-    ("os", "getenv"): "reads environment variables",
-    ("os", "kill"): "signals a process",
-    ("os", "killpg"): "signals a process group",
-    ("os", "fork"): "forks a process",
-    ("os", "system"): "runs a shell command",
-    ("os", "popen"): "runs a shell command",
-    ("os", "getppid"): "looks for its parent process",
+    ("sys", "modules"): N_("rewrites sys.modules"),
+    ("sys", "path"): N_("searches the import path (sys.path)"),
+    ("sys", "argv"): N_("reads the grading process's command line (sys.argv)"),
+    ("os", "write"): N_("writes to a raw file descriptor"),
+    ("os", "read"): N_("reads from a raw file descriptor"),
+    ("os", "fdopen"): N_("opens a raw file descriptor"),
+    ("os", "dup2"): N_("rewires a file descriptor"),
+    ("sys", "meta_path"): N_("changes the import machinery (sys.meta_path)"),
+    ("sys", "path_hooks"): N_("changes the import machinery (sys.path_hooks)"),
+    ("sys", "settrace"): N_("installs a tracer"),
+    ("sys", "setprofile"): N_("installs a profiler hook"),
+    ("sys", "addaudithook"): N_("installs an audit hook"),
+    ("os", "environ"): N_("reads environment variables"),
+    ("os", "getenv"): N_("reads environment variables"),
+    ("os", "kill"): N_("signals a process"),
+    ("os", "killpg"): N_("signals a process group"),
+    ("os", "fork"): N_("forks a process"),
+    ("os", "system"): N_("runs a shell command"),
+    ("os", "popen"): N_("runs a shell command"),
+    ("os", "getppid"): N_("looks for its parent process"),
 }
 # File names of the kit and of credentials, in string constants.
 # (A bare word such as "solutions" or "submitted" is no path: only a path that names one
@@ -62,11 +63,12 @@ def _sources(path: str) -> list[tuple[str, str]]:
     if path.endswith(".py"):
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                return [("the file", f.read())]
+                return [(_("the file"), f.read())]
         except OSError:
             return []
     try:
-        return [(f"cell {i + 1}", code) for i, code in code_of_notebook(path)]
+        return [(_("cell {number}").format(number=i + 1), code)
+                for i, code in code_of_notebook(path)]
     except SubmissionError:
         return []
 
@@ -99,7 +101,8 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
         course_root: absolute path of the course; a string naming it is evidence too.
 
     Returns:
-        list of str such as ``"imports socket"`` (empty when the code does not parse).
+        list of str such as ``"imports socket"`` (empty when the code does not parse), in
+        the current language (``i18n.use_language``).
     """
     try:
         tree = ast.parse(code)
@@ -122,30 +125,30 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
             mods = []
         for mod in mods:
             if mod.split(".")[0] in FORBIDDEN_MODULES:
-                found.append(f"imports {mod}")
+                found.append(_("imports {module}").format(module=mod))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "__import__":
-            found.append("calls __import__")
+            found.append(_("calls __import__"))
         if isinstance(node, ast.Attribute):
             chain = _chain(node)
             for key, what in FORBIDDEN_ATTRIBUTES.items():
                 if chain == key and not (key in (("os", "environ"), ("sys", "path"))
                                          and id(node) in written):
-                    found.append(what)
+                    found.append(_(what))
             if chain and chain[0] in ("builtins", "__builtins__") and \
                     isinstance(node.ctx, (ast.Store, ast.Del)):
-                found.append("replaces a builtin")
+                found.append(_("replaces a builtin"))
             if chain and chain[0] in ("np", "numpy") and \
                     isinstance(node.ctx, (ast.Store, ast.Del)):
-                found.append(f"replaces {'.'.join(('numpy',) + chain[1:])}")
+                found.append(_("replaces {name}").format(name=".".join(("numpy",) + chain[1:])))
         if isinstance(node, ast.Name) and node.id == "__builtins__":
-            found.append("touches __builtins__")
+            found.append(_("touches __builtins__"))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                 id(node) not in skip:
             text = node.value
             if KIT_PATH.search(text) or (course_root and course_root in text):
                 shown = text if len(text) <= 80 else text[:30] + "..." + text[-45:]
-                found.append(f"names the file or folder {shown!r}")
+                found.append(_("names the file or folder {path!r}").format(path=shown))
     return list(dict.fromkeys(found))
 
 
@@ -171,7 +174,8 @@ def kit_references(path: str) -> list[str]:
     kit released them are not read.
 
     Returns:
-        list of str (empty for a submission that only computes).
+        list of str (empty for a submission that only computes), in the current language
+        (``i18n.use_language``): ``"importa socket (cella 12)"`` in Italian.
     """
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     given = given_code(root)
@@ -180,5 +184,5 @@ def kit_references(path: str) -> list[str]:
         if code in given:
             continue
         for finding in findings(code, root):
-            lines.append(f"{finding} ({where})")
+            lines.append(_("{finding} ({where})").format(finding=finding, where=where))
     return lines

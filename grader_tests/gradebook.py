@@ -12,6 +12,8 @@ import os
 import shutil
 import sys
 import warnings
+
+from .i18n import _
 from collections.abc import Iterable, Iterator
 
 from . import assignments
@@ -78,7 +80,8 @@ def write_gradebook(gradebook, assignment: str, record: dict,
 
     report = record["report"]
     if report is None:
-        raise ValueError(f"{record['student']}: a grading error has no grade to write")
+        raise ValueError(_("{student}: a grading error has no grade to write").format(
+            student=record["student"]))
     flagged = bool(record.get("flags"))
     with session(gradebook, course_id) as gb:
         gb.update_or_create_student(record["student"])
@@ -157,6 +160,7 @@ def require_assignment(gradebook, assignment: str, course_id: str | None = None)
             gb.find_assignment(assignment)
         except MissingEntry:
             where = gradebook if isinstance(gradebook, str) else gb.engine.url
-            raise BatchSetupError(
-                f"assignment {assignment} is not in the gradebook {where}: run `nbgrader "
-                f"generate_assignment {assignment} --force` in the course folder first") from None
+            raise BatchSetupError(_(
+                "assignment {assignment} is not in the gradebook {where}: run `nbgrader "
+                "generate_assignment {assignment} --force` in the course folder first").format(
+                    assignment=assignment, where=where)) from None

@@ -619,10 +619,11 @@ def check_callee_size(name: str, args: list | tuple, kwargs: dict) -> None:
     """
     elements = callee_elements(name, args, kwargs)
     if elements > CALLBACK_MAX_ELEMENTS:
-        raise CalleeTooLarge(
-            f"{name} was called with arguments that would make an array of {elements} "
-            f"elements; a graded function called from another one while it is graded may "
-            f"make at most {CALLBACK_MAX_ELEMENTS}")
+        raise CalleeTooLarge(_(
+            "{name} was called with arguments that would make an array of {elements} "
+            "elements; a graded function called from another one while it is graded may "
+            "make at most {limit}").format(name=name, elements=elements,
+                                           limit=CALLBACK_MAX_ELEMENTS))
 
 
 def isolate(fn: Callable, namespace: dict, name: str) -> Callable:

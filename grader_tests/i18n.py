@@ -15,6 +15,11 @@ course are unaffected), and ``_()`` / ``ngettext()`` translate with it. Strings 
 import time (fault explanations, check titles) are marked with ``N_()`` and translated
 where they are shown, with ``_()``.
 
+A command's own help and usage errors are an ``ArgumentParser`` of this module: argparse's
+parser with its own words (the usage line, the section titles, the help option, the error
+line) in the current language; the messages argparse composes itself for a usage error (an
+invalid choice, a missing argument) stay argparse's.
+
 The language is read from the course folder the grading runs in, by the grader, never
 inside the jail: code that runs where the student's files are (the jailed worker, a
 kernel) is handed the language explicitly.
@@ -22,11 +27,13 @@ kernel) is handed the language explicitly.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import contextvars
 import functools
 import gettext
 import os
+import sys
 from collections.abc import Iterator
 
 DOMAIN = "attention_kit"
@@ -152,3 +159,60 @@ def N_(message: str) -> str:
     """Mark ``message`` for extraction without translating it (a constant defined at
     import time, translated where it is shown with ``_()``)."""
     return message
+
+
+def folder_language(root: str | None = None) -> str:
+    """``course_language(root)``, or ``"en"`` where the folder's setting cannot be read (a
+    command's help and usage errors are shown even from a folder with a broken
+    configuration, which the command itself then reports).
+
+    Args:
+        root: the course folder (default: the current folder).
+
+    Returns:
+        str, one of ``LANGUAGES``.
+    """
+    try:
+        return course_language(root)
+    except Exception:  # noqa: BLE001  (the setting is reported by the command, not here)
+        return DEFAULT_LANGUAGE
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter with the usage line's prefix in the current language."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):  # type: ignore[override]
+        super().add_usage(usage, actions, groups, _("usage: ") if prefix is None else prefix)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose own words are in the current language (build it
+    inside ``use_language``): the usage line's prefix, the titles of the argument sections,
+    the ``-h`` option's help and the ``PROG: error: MESSAGE`` line of a usage error (exit
+    status 2, as argparse's). Sub-commands' parsers are of this class too. The message of
+    a usage error argparse composes itself (an invalid choice, a missing argument) stays
+    its English.
+
+    Args and raises: as ``argparse.ArgumentParser``.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        add_help = kwargs.pop("add_help", True)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs["add_help"] = False  # added below, its help translated
+        super().__init__(*args, **kwargs)
+        self._positionals.title = _("positional arguments")
+        self._optionals.title = _("options")
+        if add_help:
+            self.add_argument("-h", "--help", action="help", default=argparse.SUPPRESS,
+                              help=_("show this help message and exit"))
+
+    def error(self, message: str):  # type: ignore[override]
+        """Print the usage and ``PROG: error: MESSAGE`` on standard error; exit with 2.
+
+        Raises:
+            SystemExit: always, with status 2.
+        """
+        self.print_usage(sys.stderr)
+        self.exit(2, _("{prog}: error: {message}").format(prog=self.prog, message=message)
+                  + "\n")

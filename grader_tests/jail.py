@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from .i18n import N_, _
+
 # Environment variables a jailed process may inherit from the grader (values only of
 # these names; everything else is cleared).
 ENV_ALLOWED = ("LANG", "LC_ALL", "TZ")
@@ -69,8 +71,8 @@ JAIL_UIDS = 50000
 # Where, inside the jail, the submission's folder and the caller's files appear.
 SUBMISSION_DIR = "/submission"
 CODE_DIR = "/opt/grader"
-INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; the "
-                "kit's .ci/run does it) on a Linux machine that allows namespaces")
+INSTALL_HINT = N_("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; the "
+                  "kit's .ci/run does it) on a Linux machine that allows namespaces")
 
 
 class JailUnavailable(RuntimeError):
@@ -105,27 +107,40 @@ def bwrap_path() -> str | None:
         (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None)
 
 
-@functools.lru_cache(maxsize=1)
 def problem() -> str | None:
-    """Why no jail can be made here (one line), or None when it can: bubblewrap present
-    and this Python, run in a trial jail, imports NumPy. Cached for the life of the
-    process."""
+    """Why no jail can be made here (one line, in the current language of ``i18n``), or
+    None when it can: bubblewrap present and this Python, run in a trial jail, imports
+    NumPy. The trial is made once for the life of the process."""
+    found = _problem()
+    if found is None:
+        return None
+    message, detail = found
+    return _(message).format(detail=detail, hint=_(INSTALL_HINT))
+
+
+@functools.lru_cache(maxsize=1)
+def _problem() -> tuple[str, str] | None:
+    """``(msgid, detail)`` of ``problem``, or None."""
     if not sys.platform.startswith("linux"):
-        return f"the jail needs Linux namespaces; this is {sys.platform}: {INSTALL_HINT}"
+        return N_("the jail needs Linux namespaces; this is {detail}: {hint}"), sys.platform
     if bwrap_path() is None:
-        return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+        return N_("bubblewrap (bwrap) is not installed: {hint}"), ""
     trial = command([sys.executable, "-I", "-c", "import numpy"], readonly=(),
                     submission_dir=None)
     try:
         done = subprocess.run(trial.argv, preexec_fn=trial.preexec, capture_output=True,
                               timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"bubblewrap could not start ({exc}): {INSTALL_HINT}"
+        return N_("bubblewrap could not start ({detail}): {hint}"), str(exc)
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return (f"bubblewrap cannot build a jail here ({said[-1] if said else done.returncode})"
-                f": {INSTALL_HINT}")
+        return N_("bubblewrap cannot build a jail here ({detail}): {hint}"), \
+            str(said[-1] if said else done.returncode)
     return None
+
+
+# Forgetting the trial (``problem.cache_clear()``, as when ``problem`` itself was cached).
+problem.cache_clear = _problem.cache_clear  # type: ignore[attr-defined]
 
 
 def require() -> None:
@@ -149,8 +164,9 @@ def use_jail(allow_unjailed: bool = False) -> bool:
         return True
     if allow_unjailed:
         return False
-    raise JailUnavailable(f"{reason}; or, for code you trust, allow grading without the jail "
-                          f"(--unjailed, or c.AttentionKit.allow_unjailed = True)")
+    raise JailUnavailable(_("{reason}; or, for code you trust, allow grading without the jail "
+                            "(--unjailed, or c.AttentionKit.allow_unjailed = True)").format(
+                                reason=reason))
 
 
 def allowed_by_config(config: object) -> bool:

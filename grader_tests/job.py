@@ -14,6 +14,7 @@ import time
 from . import assignments
 from .assignments import Assignment
 from .guard import StudentTimeout
+from .i18n import N_, _, current_language, use_language
 from .report import CheckResult, FunctionResult, GradeReport
 
 
@@ -60,16 +61,22 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
     started = time.perf_counter()
     grading_error = False
     try:
-        results, cell_errors, flags = grade_isolated(path, assignment=name, jailed=jailed,
-                                                     language=language)
-        report = GradeReport(name, results, cell_errors, flags).to_json()
-        error = None
-    except JailUnavailable as exc:
+        with use_language(language or current_language()):
+            try:
+                results, cell_errors, flags = grade_isolated(path, assignment=name,
+                                                             jailed=jailed)
+                report = GradeReport(name, results, cell_errors, flags).to_json()
+                error = None
+            except JailUnavailable as exc:
+                report, cell_errors, flags, grading_error = None, [], [], True
+                error = _("not graded: {reason}").format(reason=exc)
+            except (Exception, SystemExit, StudentTimeout) as exc:  # the grader's own failure
+                report, cell_errors, flags = None, [], []
+                error = _("grading failed: {error}").format(
+                    error=f"{type(exc).__name__}: {exc}")
+    except (ValueError, OSError) as exc:  # no such language, or its catalogue missing
         report, cell_errors, flags, grading_error = None, [], [], True
-        error = f"not graded: {exc}"
-    except (Exception, SystemExit, StudentTimeout) as exc:  # the grader's own failure
-        report, cell_errors, flags = None, [], []
-        error = f"grading failed: {type(exc).__name__}: {exc}"
+        error = f"not graded: {type(exc).__name__}: {exc}"
     record = {"student": student, "report": report, "cell_errors": cell_errors, "flags": flags,
               "error": error, "seconds": round(time.perf_counter() - started, 3)}
     if grading_error:
@@ -79,10 +86,11 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
 
 def zero_report(message: str, assignment: "str | Assignment" = assignments.DEFAULT) -> dict:
     """The JSON form (``GradeReport.to_json``) of 0 points everywhere, for a submission
-    that could not be graded; ``message`` says why, in each graded name's one check."""
+    that could not be graded; ``message`` says why, in each graded name's one check (whose
+    title, an English msgid, is translated where the report is shown)."""
     owner = assignments.get(assignment)
     functions = {name: FunctionResult(name, 0.0, float(points), [CheckResult(
-        "submission readable", False, "other", message)])
+        N_("submission readable"), False, "other", message)])
         for name, points in owner.points.items()}
     return GradeReport(owner.name, functions).to_json()
 

@@ -12,6 +12,7 @@ import concurrent.futures
 import multiprocessing
 from collections.abc import Generator
 
+from .i18n import _
 from .job import die_with_parent, grade_job, grading_error_record
 
 
@@ -56,7 +57,8 @@ def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
                 record = future.result()
             except Exception as exc:
                 record = grading_error_record(
-                    student, f"grading process failed: {type(exc).__name__}: {exc}")
+                    student, _("grading process failed: {error}").format(
+                        error=f"{type(exc).__name__}: {exc}"))
             yield student, record
     except BaseException:
         # Interrupted (or closed by the consumer): the grading processes go at once, and

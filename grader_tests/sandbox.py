@@ -37,7 +37,7 @@ import numpy as np
 
 from solutions.training import ModelConfig
 
-from . import assignments, config, evidence, i18n, jail, wire
+from . import assignments, config, evidence, i18n, jail, submission, wire
 from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
 from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
                     allowed_callees, callees, check_callee_size, time_limit)
@@ -142,7 +142,9 @@ class Sandbox:
                                "assignment": self.assignment.name,
                                "variables": list(self.assignment.variables),
                                "cell_time_limit": self.load_time_limit / 3,
-                               "allowed_modules": list(self.allowed_modules)},
+                               "allowed_modules": list(self.allowed_modules),
+                               # the loading's messages in the grading's language
+                               "messages": submission.message_table(i18n._)},
                               self.load_time_limit)
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()
@@ -266,8 +268,9 @@ class Sandbox:
             MemoryError: ``data`` is longer than ``MAX_MESSAGE_BYTES`` (nothing is sent).
         """
         if len(data) > MAX_MESSAGE_BYTES:
-            raise MemoryError(f"a message of {len(data)} bytes, more than the "
-                              f"{MAX_MESSAGE_BYTES} the socket carries")
+            raise MemoryError(i18n._("a message of {size} bytes, more than the {limit} the "
+                                     "socket carries").format(size=len(data),
+                                                              limit=MAX_MESSAGE_BYTES))
         header = struct.pack("!i", len(data)) if len(data) < 0x7FFFFFFF else \
             struct.pack("!i", -1) + struct.pack("!Q", len(data))
         view = memoryview(header + data)
@@ -327,10 +330,11 @@ class Sandbox:
                 value = fn(*args, **kwargs)
             data = self._dumps({"op": "callback-result", "value": value})
             if len(data) > MAX_MESSAGE_BYTES:
-                raise MemoryError(
-                    f"the answer of {self._callee_name(name, fn)} would be {len(data)} "
-                    f"bytes on the wire, more than the {MAX_MESSAGE_BYTES} a message may "
-                    f"hold")
+                raise MemoryError(i18n._(
+                    "the answer of {name} would be {size} bytes on the wire, more than the "
+                    "{limit} a message may hold").format(name=self._callee_name(name, fn),
+                                                         size=len(data),
+                                                         limit=MAX_MESSAGE_BYTES))
             self._send_bytes(data)
         except (StudentTimeout, WorkerDied):
             raise
@@ -496,7 +500,8 @@ def _grade_isolated(path, names, memory_mb, assignment, jailed):
     if jailed:
         jail.require()
     points = graded_points(assignment)
-    flags = [f"the submission {e}" for e in evidence.kit_references(path)]
+    flags = [i18n._("the submission {finding}").format(finding=e)
+             for e in evidence.kit_references(path)]
     box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed)
     try:
         try:

@@ -19,11 +19,87 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import assignments
 
 MAGIC = re.compile(r"^(\s*)([%!].*)$", re.MULTILINE)
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for the catalogue (``i18n.N_``; this module runs in the jailed
+    worker too, where ``i18n`` is not)."""
+    return message
+
+
+# The messages of this module (why a file is no notebook, the cells that failed while
+# loading, a module the grading environment does not provide), in the language of the
+# grading: in the grader translated with the kit's catalogue (``i18n``, which the grader
+# has loaded; this module does not import it, ``i18n`` reading the course's configuration
+# through ``config``, which imports this module), in the jailed worker, where the catalogue
+# is not, with the table the grader sends in its load request (``use_messages``). English,
+# the msgids, without either.
+MESSAGES = (
+    N_("{path}: no such file"), N_("{path}: unreadable ({error})"),
+    N_("{path}: not graded: {size} bytes, more than a notebook may hold ({limit} MiB)"),
+    N_("{path}: not a readable notebook (its JSON is nested too deeply to read)"),
+    N_("{path}: not a readable notebook ({error})"),
+    N_("{path}: not a notebook (lists or objects nested more than {depth} deep)"),
+    N_("{path}: not a notebook (no list of cells)"),
+    N_("{path}: cell {number}: {what} is {kind}, not {expected}"),
+    N_("an object"), N_("a string"), N_("a list of strings"), N_("a list"), N_("a boolean"),
+    N_("a number"),
+    N_("a string or a list of strings"), N_("the cell"),
+    N_("the file"), N_("cell {number}"), N_("cell {number} ({grade_id})"),
+    N_("cell {number} ({grade_id}) is a {kind} cell: graded as code, as nbgrader does"),
+    N_("cells {numbers} carry the same id {grade_id} (duplicated or split): joined and "
+       "graded as one"),
+    N_("{cell}: imports {modules}, which the grading environment does not provide (it "
+       "provides Python's standard library and {allowed}): code that uses it fails when "
+       "graded [module-unavailable]"),
+    N_("{cell}: imports {modules}, which the grading environment does not provide (it "
+       "provides Python's standard library and {allowed}): code that uses them fails when "
+       "graded [module-unavailable]"),
+    N_("{cell}: stopped after {seconds:g} s (a loop that never ends at the top level of a "
+       "cell?)"),
+    N_("{cell}: still the stub (it raises NotImplementedError)"),
+    # the worker's (``_worker.py``), a value of the student's it cannot send the grader
+    N_("the result could not be sent: {error}"),
+)
+_TABLE: dict[str, str] | None = None  # the worker's translations (``use_messages``)
+
+
+def use_messages(table: dict[str, str] | None) -> None:
+    """Translate this module's messages with ``table`` (msgid -> text, from
+    ``message_table``) from now on; None: with the kit's catalogue where it is, else
+    English. For the jailed worker, told by the grader.
+
+    Args:
+        table: dict of str to str, or None.
+    """
+    global _TABLE
+    _TABLE = None if table is None else {str(k): str(v) for k, v in table.items()
+                                         if str(k) in MESSAGES}
+
+
+def message_table(translate: Callable[[str], str]) -> dict[str, str]:
+    """This module's messages translated by ``translate`` (the grader's ``i18n._``, in
+    the grading's language): what the grader sends the worker (``use_messages``).
+
+    Returns:
+        dict msgid -> its translation, for every entry of ``MESSAGES``.
+    """
+    return {m: translate(m) for m in MESSAGES}
+
+
+def _(message: str) -> str:
+    """``message`` (one of ``MESSAGES``) in the language of the grading: the worker's
+    table, else the catalogue of the grader's ``i18n`` where it is loaded, else English."""
+    if _TABLE is not None:
+        return _TABLE.get(message, message)
+    i18n = sys.modules.get(f"{__package__ or 'grader_tests'}.i18n")
+    return message if i18n is None else i18n._(message)
 
 
 class SubmissionError(Exception):
@@ -93,9 +169,9 @@ def _too_deep(data, limit):
 
 def _kind(value):
     """How a message names the JSON kind of ``value``."""
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            int: "a number", float: "a number", type(None): "null"}.get(type(value),
-                                                                       type(value).__name__)
+    kind = {dict: N_("an object"), list: N_("a list"), str: N_("a string"),
+            bool: N_("a boolean"), int: N_("a number"), float: N_("a number")}.get(type(value))
+    return _(kind) if kind else "null" if value is None else type(value).__name__
 
 
 def read_cells(path):
@@ -121,31 +197,33 @@ def read_cells(path):
     try:
         size = os.path.getsize(path)
         if size > MAX_NOTEBOOK_BYTES:
-            raise SubmissionError(f"{path}: not graded: {size} bytes, more than a notebook "
-                                  f"may hold ({MAX_NOTEBOOK_BYTES // 2**20} MiB)")
+            raise SubmissionError(_("{path}: not graded: {size} bytes, more than a notebook "
+                                    "may hold ({limit} MiB)").format(
+                                        path=path, size=size, limit=MAX_NOTEBOOK_BYTES // 2**20))
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except SubmissionError:
         raise
     except RecursionError:
-        raise SubmissionError(f"{path}: not a readable notebook (its JSON is nested too "
-                              f"deeply to read)") from None
+        raise SubmissionError(_("{path}: not a readable notebook (its JSON is nested too "
+                                "deeply to read)").format(path=path)) from None
     except (OSError, ValueError, MemoryError) as exc:  # (decoding errors are ValueErrors)
-        raise SubmissionError(f"{path}: not a readable notebook ({type(exc).__name__}: "
-                              f"{str(exc)[:200]})") from None
+        raise SubmissionError(_("{path}: not a readable notebook ({error})").format(
+            path=path, error=f"{type(exc).__name__}: {str(exc)[:200]}")) from None
     if _too_deep(data, MAX_NESTING):
-        raise SubmissionError(f"{path}: not a notebook (lists or objects nested more than "
-                              f"{MAX_NESTING} deep)")
+        raise SubmissionError(_("{path}: not a notebook (lists or objects nested more than "
+                                "{depth} deep)").format(path=path, depth=MAX_NESTING))
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
-        raise SubmissionError(f"{path}: not a notebook (no list of cells)")
+        raise SubmissionError(_("{path}: not a notebook (no list of cells)").format(path=path))
     out = []
     for number, cell in enumerate(cells, start=1):
         def wrong(what, value, expected):
-            return SubmissionError(f"{path}: cell {number}: {what} is {_kind(value)}, not "
-                                   f"{expected}")
+            return SubmissionError(_("{path}: cell {number}: {what} is {kind}, not {expected}"
+                                     ).format(path=path, number=number, what=what,
+                                              kind=_kind(value), expected=_(expected)))
         if not isinstance(cell, dict):
-            raise wrong("the cell", cell, "an object")
+            raise wrong(_("the cell"), cell, "an object")
         cell_type = cell.get("cell_type")
         if not isinstance(cell_type, str):
             raise wrong("cell_type", cell_type, "a string")
@@ -277,9 +355,10 @@ def _cell_name(index, labels):
     the notebook's cells, and its nbgrader id when it has one (``cell 28
     (exercise_weight_ratio_answer)``); ``the file`` for a ``.py`` submission."""
     if not labels:
-        return "the file"
+        return _("the file")
     label = labels.get(index)
-    return f"cell {index + 1}" + (f" ({label})" if label else "")
+    return _("cell {number} ({grade_id})").format(number=index + 1, grade_id=label) if label \
+        else _("cell {number}").format(number=index + 1)
 
 
 def _structure_notes(cells):
@@ -293,13 +372,15 @@ def _structure_notes(cells):
             continue
         grade_id = meta.get("grade_id")
         if cell.get("cell_type") in ("raw", "markdown"):
-            notes.append(f"cell {i + 1} ({grade_id}) is a {cell.get('cell_type')} cell: graded "
-                         f"as code, as nbgrader does")
+            notes.append(_("cell {number} ({grade_id}) is a {kind} cell: graded as code, as "
+                           "nbgrader does").format(number=i + 1, grade_id=grade_id,
+                                                   kind=cell.get("cell_type")))
         seen.setdefault(grade_id, []).append(i + 1)
     for grade_id, places in seen.items():
         if len(places) > 1:
-            notes.append(f"cells {', '.join(map(str, places))} carry the same id {grade_id} "
-                         f"(duplicated or split): joined and graded as one")
+            notes.append(_("cells {numbers} carry the same id {grade_id} (duplicated or "
+                           "split): joined and graded as one").format(
+                               numbers=", ".join(map(str, places)), grade_id=grade_id))
     return notes
 
 
@@ -321,6 +402,15 @@ def is_available(module, allowed):
     return top in sys.stdlib_module_names or top in allowed
 
 
+def _unavailable(module, allowed):
+    """The message of a ``ModuleNotFoundError`` for ``module``, not in ``allowed``: Python's
+    own (``No module named 'scipy'``) continued, in English in every course as Python's
+    exception messages are (the report's fault id ``module-unavailable`` is explained in
+    the course's language beside it)."""
+    return (f"No module named {module!r} when graded: the grading environment provides "
+            f"Python's standard library and {', '.join(allowed)} only")
+
+
 class UnavailableModule:
     """What a student's name for a module the grading environment does not provide is
     bound to (``import scipy`` becomes ``scipy = UnavailableModule("scipy", ...)``): the
@@ -328,9 +418,7 @@ class UnavailableModule:
     module and what is provided, which the graders report as ``module-unavailable``."""
 
     def __init__(self, module, allowed):
-        object.__setattr__(self, "_message", (
-            f"No module named {module!r} when graded: the grading environment provides "
-            f"Python's standard library and {', '.join(allowed)} only"))
+        object.__setattr__(self, "_message", _unavailable(module, allowed))
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):  # introspection: a plain object
@@ -359,8 +447,7 @@ class _WithoutUnavailableImports(ast.NodeTransformer):
         self.nested = 0
 
     def _message(self, module):
-        return (f"No module named {module!r} when graded: the grading environment provides "
-                f"Python's standard library and {', '.join(self.allowed)} only")
+        return _unavailable(module, self.allowed)
 
     def _replace(self, node, modules_and_names):
         unavailable = [m for m, _ in modules_and_names if not is_available(m, self.allowed)]
@@ -469,7 +556,7 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
         SubmissionError: if the file cannot be read.
     """
     if not os.path.isfile(path):
-        raise SubmissionError(f"{path}: no such file")
+        raise SubmissionError(_("{path}: no such file").format(path=path))
     with_given = assignments.get(assignment).given_cells
     labels, given = {}, set()
     if path.endswith(".py"):
@@ -477,7 +564,8 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
             with open(path, encoding="utf-8") as f:
                 chunks = [(0, f.read())]
         except (OSError, UnicodeDecodeError) as exc:
-            raise SubmissionError(f"{path}: unreadable ({exc})") from None
+            raise SubmissionError(_("{path}: unreadable ({error})").format(
+                path=path, error=exc)) from None
     else:
         chunks = code_of_notebook(path, given=with_given)
         labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
@@ -505,12 +593,15 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
             code, missing = _compile_cell(source, f"{os.path.basename(path)} cell {index}",
                                           None if index in given else allowed_modules)
             if missing:
-                loaded.cell_errors.append(
-                    f"{_cell_name(index, labels)}: imports {', '.join(missing)}, which the "
-                    f"grading environment does not provide (it provides Python's standard "
-                    f"library and {', '.join(allowed_modules)}): code that uses "
-                    f"{'it' if len(missing) == 1 else 'them'} fails when graded "
-                    f"[module-unavailable]")
+                loaded.cell_errors.append((_(
+                    "{cell}: imports {modules}, which the grading environment does not "
+                    "provide (it provides Python's standard library and {allowed}): code "
+                    "that uses it fails when graded [module-unavailable]") if len(missing) == 1
+                    else _("{cell}: imports {modules}, which the grading environment does not "
+                           "provide (it provides Python's standard library and {allowed}): "
+                           "code that uses them fails when graded [module-unavailable]")
+                ).format(cell=_cell_name(index, labels), modules=", ".join(missing),
+                         allowed=", ".join(allowed_modules)))
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                     warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -522,12 +613,14 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
                     if use_alarm:
                         signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
-            loaded.cell_errors.append(f"{_cell_name(index, labels)}: stopped after "
-                                      f"{cell_time_limit:g} s (a loop that never ends at the "
-                                      f"top level of a cell?)")
+            loaded.cell_errors.append(_("{cell}: stopped after {seconds:g} s (a loop that "
+                                        "never ends at the top level of a cell?)").format(
+                                            cell=_cell_name(index, labels),
+                                            seconds=cell_time_limit))
         except NotImplementedError:
-            loaded.cell_errors.append(f"{_cell_name(index, labels)}: still the stub (it "
-                                      f"raises NotImplementedError)")
+            loaded.cell_errors.append(_("{cell}: still the stub (it raises "
+                                        "NotImplementedError)").format(
+                                            cell=_cell_name(index, labels)))
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             # the student's cell failed: record it and keep going, as a notebook run would
             loaded.cell_errors.append(f"{_cell_name(index, labels)}: "

@@ -57,6 +57,7 @@ from typing import Any
 # child_env: the environment of nbgrader and, through it, of the kernels
 from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
 from grader_tests.config import nbgrader_env as child_env
+from grader_tests.i18n import _, folder_language, ngettext, use_language
 
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
@@ -384,31 +385,38 @@ def final_score(entry: dict[str, Any]) -> float:
 
 
 def late_note(entry: dict[str, Any]) -> str | None:
-    """``"late 3 h 0 min: 98.00 - 9.80"`` for a late submission, else None."""
+    """``"late 3 h 0 min: 98.00 - 9.80 late penalty"`` for a late submission, else None; in
+    the current language (``grader_tests.i18n.use_language``)."""
     if entry["seconds_late"] <= 0:
         return None
     minutes = int(entry["seconds_late"] // 60)
     days, minutes = divmod(minutes, 24 * 60)
     hours, minutes = divmod(minutes, 60)
     late = (f"{days} d " if days else "") + f"{hours} h {minutes} min"
-    return f"late {late}: {entry['score']:.2f} - {entry['late_penalty']:.2f} late penalty"
+    return _("late {late}: {score:.2f} - {penalty:.2f} late penalty").format(
+        late=late, score=entry["score"], penalty=entry["late_penalty"])
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
     """The score table: student, score / max (after the late penalty, which is shown),
-    and each name below full marks with the fault ids its checks reported."""
-    width = max([len("student")] + [len(s) for s in results])
+    and each name below full marks with the fault ids its checks reported; its words in the
+    current language (``grader_tests.i18n.use_language``)."""
+    head = _("student")
+    width = max([len(head)] + [len(s) for s in results])
     log("")
-    log(f"{'student':<{width}}  {'score':>15}  below full marks: name points (fault ids)")
+    score_head = _("score")
+    log(f"{head:<{width}}  {score_head:>15}  " + _("below full marks: name points (fault ids)"))
     log(f"{'-' * width}  {'-' * 15}  {'-' * 48}")
     for student, entry in results.items():
         if not entry["ok"]:
-            log(f"{student:<{width}}  {'not graded':>15}  autograde failed (see above)")
+            not_graded = _("not graded")
+            log(f"{student:<{width}}  {not_graded:>15}  " + _("autograde failed (see above)"))
             continue
         score = f"{final_score(entry):.2f} / {entry['max_score']:g}"
         lost = [] if late_note(entry) is None else [late_note(entry)]
+        no_fault = _("no fault reported")
         lost += [f"{name} {cell['score']:.2f}/{cell['max_score']:g} "
-                f"({', '.join(cell['faults']) or 'no fault reported'})"
+                f"({', '.join(cell['faults']) or no_fault})"
                 for name in in_points_order(entry["cells"])
                 for cell in [entry["cells"][name]] if below_full_marks(cell)]
         log(f"{student:<{width}}  {score:>15}  {lost[0] if lost else '-'}")
@@ -428,11 +436,14 @@ def class_summary(results: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def print_summary(counts: dict[str, int], n_students: int) -> None:
-    """Print the class summary: per fault id, how many of the ``n_students`` hit it."""
+    """Print the class summary: per fault id, how many of the ``n_students`` hit it (in the
+    current language, ``grader_tests.i18n.use_language``)."""
     log("")
-    log(f"class summary: how many of the {n_students} students hit each fault id")
+    log(ngettext("class summary: how many of the {count} student hit each fault id",
+                 "class summary: how many of the {count} students hit each fault id",
+                 n_students).format(count=n_students))
     if not counts:
-        log("  (none)")
+        log("  " + _("(none)"))
     for fault, n in counts.items():
         log(f"  {fault:<28} {n}")
 
@@ -546,9 +557,10 @@ def main(argv: list[str] | None = None) -> int:
     log(f"export: grades.csv written in {time.perf_counter() - t:.1f} s")
 
     results = collect_results(root, coursedir, students, runs)
-    print_table(results)
     counts = class_summary(results)
-    print_summary(counts, len(students))
+    with use_language(folder_language(str(root))):  # the tables in the course's language
+        print_table(results)
+        print_summary(counts, len(students))
     unlocked = open_training_gate(root, coursedir)
     seconds = time.perf_counter() - started
     summary = summary_json(students, counts, results, round(seconds, 1))

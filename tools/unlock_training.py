@@ -77,7 +77,8 @@ if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside 
 from grader_tests.batch import alembic_on_path  # noqa: E402
 from grader_tests.config import course_config  # noqa: E402
 from grader_tests.core import POINTS, grade_id  # noqa: E402
-from grader_tests.i18n import _, course_language, ngettext, use_language  # noqa: E402
+from grader_tests.i18n import (ArgumentParser, _, course_language,  # noqa: E402
+                               folder_language, ngettext, use_language)
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).
 HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
@@ -213,14 +214,14 @@ def parse_threshold(text: object) -> Threshold:
     text = str(text).strip().lower()
     if text in ("full", "max", "100%"):
         return ("full", None)
-    if text.endswith("%"):
-        value = float(text[:-1])
-        kind = "percent"
-    else:
-        value = float(text)
-        kind = "points"
+    kind = "percent" if text.endswith("%") else "points"
+    try:
+        value = float(text[:-1] if kind == "percent" else text)
+    except ValueError:  # not a number: said as below, not as float() says it
+        value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"threshold must be 'full', a number of points or a percentage: {text!r}")
+        raise ValueError(_("threshold must be 'full', a number of points or a percentage: "
+                           "{text!r}").format(text=text))
     return (kind, value)
 
 
@@ -427,29 +428,42 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
     return newly, already, locked
 
 
+def command_parser() -> argparse.ArgumentParser:
+    """The command line's parser, its help in the current language
+    (``grader_tests.i18n.use_language``)."""
+    parser = ArgumentParser(description=_("The instructor's gate: release assignment "
+                                          "`training` to the students who passed "
+                                          "`attention`."))
+    parser.add_argument("--threshold", default="full",
+                        help=_("'full' (default), a number of points, or a percentage like "
+                               "95%%"))
+    parser.add_argument("--db", help=_("gradebook URL (default: CourseDirectory.db_url of "
+                                       "nbgrader_config.py)"))
+    parser.add_argument("--root", help=_("course root (default: CourseDirectory.root of "
+                                         "nbgrader_config.py, else the current directory)"))
+    parser.add_argument("--release", help=_("folder to hand out (default: "
+                                            "ROOT/release/training, or "
+                                            "CourseDirectory.release_directory of "
+                                            "nbgrader_config.py)"))
+    parser.add_argument("--unlocked", help=_("output folder (default: ROOT/unlocked)"))
+    parser.add_argument("--exchange", help=_("nbgrader exchange root (default: Exchange.root "
+                                             "of nbgrader_config.py)"))
+    parser.add_argument("--no-exchange", action="store_true",
+                        help=_("release into unlocked/ only, not through the exchange"))
+    parser.add_argument("--collect", action="store_true",
+                        help=_("collect the training submissions of the unlocked students "
+                               "from their exchange courses into submitted/ (nbgrader collect "
+                               "--update), then stop"))
+    parser.add_argument("--dry-run", action="store_true",
+                        help=_("report only; write nothing"))
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line (``python tools/unlock_training.py``); returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threshold", default="full",
-                        help="'full' (default), a number of points, or a percentage like 95%%")
-    parser.add_argument("--db", help="gradebook URL (default: CourseDirectory.db_url of "
-                                     "nbgrader_config.py)")
-    parser.add_argument("--root", help="course root (default: CourseDirectory.root of "
-                                       "nbgrader_config.py, else the current directory)")
-    parser.add_argument("--release", help="folder to hand out (default: ROOT/release/training, "
-                                          "or CourseDirectory.release_directory of "
-                                          "nbgrader_config.py)")
-    parser.add_argument("--unlocked", help="output folder (default: ROOT/unlocked)")
-    parser.add_argument("--exchange", help="nbgrader exchange root (default: Exchange.root of "
-                                           "nbgrader_config.py)")
-    parser.add_argument("--no-exchange", action="store_true",
-                        help="release into unlocked/ only, not through the exchange")
-    parser.add_argument("--collect", action="store_true",
-                        help="collect the training submissions of the unlocked students from "
-                             "their exchange courses into submitted/ (nbgrader collect "
-                             "--update), then stop")
-    parser.add_argument("--dry-run", action="store_true", help="report only; write nothing")
-    args = parser.parse_args(argv)
+    with use_language(folder_language(os.getcwd())):  # the help in the course's language
+        parser = command_parser()
+        args = parser.parse_args(argv)
     try:  # the report's language: the course's setting (the --root course's, else here)
         language = course_language(args.root or os.getcwd())
     except ValueError as exc:
