@@ -31,7 +31,7 @@ from grader_tests import dashboard
 from grader_tests.batch import alembic_on_path
 from grader_tests.core import POINTS, grade_id
 from grader_tests.notebook import RESULT_MIME
-from tests.helpers import ROOT
+from tests.helpers import ROOT, alembic_head, new_gradebooks_quickly
 
 # One worker builds the course and its dashboard once for every test of the module.
 pytestmark = pytest.mark.xdist_group("dashboard")
@@ -113,7 +113,8 @@ def course(tmp_path_factory):
     root.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
     alembic_on_path()
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention-kit") as gb:
+    with warnings.catch_warnings(), new_gradebooks_quickly(), \
+            Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention-kit") as gb:
         gb.add_assignment(A)
         gb.add_notebook(A, A)
         for name, points in POINTS.items():
@@ -330,6 +331,15 @@ def test_command_writes_it_and_says_why_it_cannot(course, tmp_path, capsys):
 def test_after_grading_never_raises(tmp_path, capsys):
     assert dashboard.after_grading(tmp_path) is None
     assert "dashboard: not written (DashboardError: no gradebook" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_gradebooks_schema_head_is_the_one_alembic_names():
+    """The revision the fast tests stamp on a new gradebook is what ``alembic heads`` says."""
+    from nbgrader.api import get_alembic_version
+
+    alembic_on_path()
+    assert alembic_head() == get_alembic_version()
 
 
 @pytest.mark.slow

@@ -7,13 +7,11 @@ nbgrader round trip) are in test_training_slow.py.
 import inspect
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
 import textwrap
 import warnings
-from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -661,6 +659,7 @@ def test_sandbox_gives_the_verdicts_of_in_process_grading(case, tmp_path):
 # --- the notebook ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the fast lane runs the same command in test_build.py
 def test_notebook_is_current():
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_training_notebook.py"),
                              "--check"], capture_output=True, text=True, check=False, cwd=ROOT)
@@ -820,20 +819,9 @@ def unlock_module():
     return module
 
 
-_ALEMBIC_VERSION = []
-
-
 @pytest.fixture
-def gradebooks(monkeypatch):
-    """Open nbgrader gradebooks quickly: ``Gradebook()`` runs the ``alembic heads`` command
-    every time (seconds on a loaded machine) to stamp the schema version; ask it once per
-    test session. The command must be on PATH: put this interpreter's bin first."""
-    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    import nbgrader.api
-
-    if not _ALEMBIC_VERSION:
-        _ALEMBIC_VERSION.append(nbgrader.api.get_alembic_version())
-    monkeypatch.setattr(nbgrader.api, "get_alembic_version", lambda: _ALEMBIC_VERSION[0])
+def gradebooks(new_gradebooks):
+    """Open nbgrader gradebooks quickly (see ``new_gradebooks`` in conftest.py)."""
     return open_gradebook
 
 
