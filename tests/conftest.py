@@ -108,3 +108,11 @@ def new_gradebooks() -> Iterator[None]:
     fixture is active it reads the same revision from nbgrader's migration scripts."""
     with new_gradebooks_quickly():
         yield
+
+
+@pytest.fixture
+def gradebooks(new_gradebooks: None) -> object:
+    """``open_gradebook`` of tests/helpers.py, with new gradebooks made quickly."""
+    from tests.helpers import open_gradebook
+
+    return open_gradebook

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -255,3 +256,56 @@ def new_gradebooks_quickly() -> Iterator[None]:
 
     with mock.patch.object(nbgrader.api, "get_alembic_version", alembic_head):
         yield
+
+
+# --- the unlock command's tests (test_training_unlock.py, test_exchange.py) ----------------
+
+
+def unlock_module():
+    """tools/unlock_training.py as a module (tools/ is not an installed package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("unlock_training",
+                                                  ROOT / "tools" / "unlock_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def open_gradebook(path):
+    """An nbgrader gradebook at ``path`` with assignment `attention` of 60 + 40 points."""
+    from nbgrader.api import Gradebook
+
+    gb = Gradebook(f"sqlite:///{path}")
+    gb.add_assignment("attention")
+    gb.add_notebook("attention", "attention")
+    gb.add_grade_cell("part_a", "attention", "attention", max_score=60, cell_type="code")
+    gb.add_grade_cell("part_b", "attention", "attention", max_score=40, cell_type="code")
+    return gb
+
+
+def set_scores(gb, scores):
+    """One student per entry: None = no submission, (a, b) = the two cells' auto scores
+    (None, None: submitted, not graded yet)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's own session use
+        for student, pair in scores.items():
+            gb.update_or_create_student(student)
+            if pair is None:
+                continue
+            if not any(s.student.id == student for s in gb.assignment_submissions("attention")):
+                gb.add_submission("attention", student)
+            for cell, score in zip(("part_a", "part_b"), pair):
+                grade = gb.find_grade(cell, "attention", "attention", student)
+                grade.auto_score = score
+                grade.needs_manual_grade = score is None
+        gb.db.commit()
+
+
+def release_folder(tmp_path):
+    """``tmp_path/release/training/`` holding the kit's training notebook."""
+    release = tmp_path / "release" / "training"
+    release.mkdir(parents=True)
+    shutil.copy(ROOT / "source" / "training" / "training.ipynb",
+                release / "training.ipynb")
+    return release

@@ -23,7 +23,6 @@ import nbformat
 import pytest
 
 from tests.helpers import ROOT, kit_env
-from tests.test_training import gradebooks  # noqa: F401  (fixture: quick nbgrader gradebooks)
 
 COURSE_ID = "attention-kit"
 # Two students of the example class: every function right, and one trap (95.2 / 100).
@@ -296,7 +295,7 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     import stat
     import warnings
 
-    from tests.test_training import release_folder, set_scores, unlock_module
+    from tests.helpers import release_folder, set_scores, unlock_module
 
     unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
