@@ -51,7 +51,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from .faults import FAULTS, explain  # noqa: F401  (FAULTS re-exported)
 from .i18n import (N_, ArgumentParser, _, course_language, current_language, folder_language,
@@ -59,6 +59,7 @@ from .i18n import (N_, ArgumentParser, _, course_language, current_language, fol
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator  # the linear axes' AutoLocator is one
     from nbgrader.coursedir import CourseDirectory
 
 DEFAULT_ASSIGNMENT = "attention"
@@ -454,7 +455,7 @@ def figure_scores(data: ClassResults) -> Figure:
                    label=_("median {median:.1f}").format(median=median))
         ax.legend(loc="upper left")
     ax.set_xlim(0, top)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    cast("MaxNLocator", ax.yaxis.get_major_locator()).set_params(integer=True)
     ax.set_xlabel(_("score (points out of {top:g})").format(top=top))
     ax.set_ylabel(_("students"))
     ax.set_title(_("{title}: {count} students graded").format(title=_(FIGURES["scores"]),
@@ -468,7 +469,7 @@ def part_statistics(data: ClassResults) -> dict[str, dict[str, float]]:
     graded = data.graded()
     stats = {}
     for name, top in data.parts.items():
-        scores = [s.parts[name].score for s in graded]
+        scores = [score for s in graded if (score := s.parts[name].score) is not None]
         stats[name] = {
             "max": top,
             "mean": statistics.fmean(scores) if scores else 0.0,
@@ -525,7 +526,7 @@ def figure_faults(data: ClassResults) -> Figure:
         ax.set_yticks(y, [plain_label(f) for f in ids], parse_math=False)
         ax.set_ylim(len(ids) - 0.4, -0.5)
         ax.set_xlim(0, max(n, 1) * 1.05)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        cast("MaxNLocator", ax.xaxis.get_major_locator()).set_params(integer=True)
         ax.set_xlabel(_("students (of {n})").format(n=n))
     ax.set_title(_(FIGURES["faults"]))
     return fig

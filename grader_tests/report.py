@@ -69,7 +69,7 @@ class FunctionResult:
         """Distinct fault ids of the failed checks, in order of first appearance."""
         seen: list[str] = []
         for c in self.checks:
-            if not c.passed and c.fault not in seen:
+            if not c.passed and c.fault is not None and c.fault not in seen:
                 seen.append(c.fault)
         return seen
 

@@ -115,6 +115,10 @@ def make_ops(source, **overrides):
         ``types.SimpleNamespace`` with one attribute per name of ``OPS_NAMES``. A name
         found nowhere (a notebook cell not run yet) gets a function that raises
         ``NameError`` saying so when it is called.
+
+    Raises:
+        Nothing itself; the placeholder of a name found nowhere raises ``NameError``
+        when it is called.
     """
     sources = source if isinstance(source, (list, tuple)) else [source]
     found = {}
@@ -262,17 +266,31 @@ def model_param_count(vocab_size, d, n_layers, max_len, d_ff=None):
 
 
 def block_params(params, i):
-    """The parameters of block ``i`` as a dict keyed by ``BLOCK_KEYS`` (no copies)."""
+    """The parameters of block ``i`` as a dict keyed by ``BLOCK_KEYS`` (no copies).
+
+    Raises:
+        KeyError: if ``params`` has no block ``i`` (a ``block{i}.<key>`` lacks).
+    """
     return {key: params[f"block{i}.{key}"] for key in BLOCK_KEYS}
 
 
 def flatten(arrays, keys):
-    """Concatenate ``arrays[k].ravel()`` for ``k`` in ``keys`` into one vector."""
+    """Concatenate ``arrays[k].ravel()`` for ``k`` in ``keys`` into one vector.
+
+    Raises:
+        KeyError: if a name of ``keys`` is not in ``arrays``.
+        ValueError: if ``keys`` is empty (nothing to concatenate).
+    """
     return np.concatenate([arrays[k].ravel() for k in keys])
 
 
 def unflatten(vector, like, keys):
-    """Views into ``vector`` shaped like ``like[k]`` for ``k`` in ``keys`` (no copies)."""
+    """Views into ``vector`` shaped like ``like[k]`` for ``k`` in ``keys`` (no copies).
+
+    Raises:
+        KeyError: if a name of ``keys`` is not in ``like``.
+        ValueError: if ``vector`` is shorter than the arrays of ``like`` together.
+    """
     out, start = {}, 0
     for k in keys:
         size = like[k].size
@@ -532,6 +550,9 @@ def adam_init(params):
     Returns:
         ``{"t": 0, "m": {name: zeros}, "v": {name: zeros}}``, moments shaped and typed
         like ``params``.
+
+    Raises:
+        AttributeError: if ``params`` is not a mapping (has no ``items``).
     """
     return {"t": 0, "m": {k: np.zeros_like(v) for k, v in params.items()},
             "v": {k: np.zeros_like(v) for k, v in params.items()}}
@@ -641,6 +662,11 @@ def generate_with_cache(params, prompts, n_new, config, ops):
 
     Returns:
         ``(tokens, logits)`` as ``greedy_generate``.
+
+    Raises:
+        ValueError: if ``n_new < 1`` (no token to stack), or the sequence grows past
+            ``config.max_len`` with positions (the position rows do not broadcast);
+            whatever a function of ``ops`` raises.
     """
     h, d = config.n_heads, config.d
     sequence = np.array(prompts, dtype=np.int64)
@@ -735,6 +761,10 @@ def evaluate(params, config, task, L, n_sequences, rng, ops):
     Returns:
         dict: ``token_acc``, ``seq_acc`` (floats), ``source`` ints ``(n, L)``,
         ``expected`` and ``generated`` ints ``(n, L)``, ``correct`` bool ``(n,)``.
+
+    Raises:
+        ValueError: from ``ops.make_batch`` (unknown ``task``, ``L`` or ``n_sequences``
+            below 1) or ``ops.greedy_generate``; whatever a function of ``ops`` raises.
     """
     inputs, targets, _ = ops.make_batch(task, L, n_sequences, rng)
     prompts, expected = inputs[:, :L + 1], targets[:, L:]
@@ -786,6 +816,12 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
         ``evaluation`` (``evaluate``'s dict), ``params`` (the trained parameters),
         ``config``, ``seconds`` (wall time of training and evaluation), ``task``, ``L``,
         ``seed``, ``lr``.
+
+    Raises:
+        ValueError: if ``task`` is unknown or ``L``/``batch_size`` below 1
+            (``ops.make_batch``), or ``d`` is not divisible by ``n_heads``
+            (``init_params``); whatever a function of ``ops`` raises (``NameError`` for a
+            notebook cell not run, ``NotImplementedError`` for a stub).
     """
     started = time.perf_counter()
     config = ModelConfig(d=d, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
@@ -836,6 +872,10 @@ def attention_maps(params, inputs, config, ops):
     Returns:
         list over layers of float ``(B, h, T, T)`` arrays; ``[l][b, k, i, j]`` is the
         weight query ``i`` of head ``k`` of layer ``l + 1`` gives to key ``j``.
+
+    Raises:
+        ValueError: if ``T > config.max_len`` with positions (``ops.model_forward``);
+            whatever a function of ``ops`` raises.
     """
     _, cache = ops.model_forward(params, inputs, config, ops)
     maps = []
@@ -863,6 +903,9 @@ def attention_cost(sdpa, causal_mask, T_values=(128, 512, 2048), d_k=64, repeats
         dict: ``T`` (list), ``seconds`` (list), ``peak_bytes`` (list),
         ``matrix_bytes`` (the T x T float64 matrix), ``qkv_bytes`` (Q, K, V together),
         ``time_slope``, ``memory_slope`` (floats).
+
+    Raises:
+        Whatever ``sdpa`` or ``causal_mask`` raise; nothing of its own.
     """
     import tracemalloc
 
@@ -952,7 +995,11 @@ class ProgressBar:
         return {"text/plain": text.rstrip(), "text/html": html}
 
     def update(self, completed, force=False):
-        """Set the number of units done; the display is redrawn at most 4 times a second."""
+        """Set the number of units done; the display is redrawn at most 4 times a second.
+
+        Raises:
+            Nothing of its own; an error of the display (``rich``, IPython) propagates.
+        """
         self._progress.update(self._task, completed=completed)
         now = time.monotonic()
         if self._handle is not None and (force or now - self._last > 0.25):
@@ -960,7 +1007,11 @@ class ProgressBar:
             self._last = now
 
     def close(self):
-        """Draw the final state and stop."""
+        """Draw the final state and stop.
+
+        Raises:
+            Nothing of its own; an error of the display (``rich``, IPython) propagates.
+        """
         if self._handle is not None:
             self.update(self._progress.tasks[0].completed, force=True)
         else:
@@ -981,6 +1032,9 @@ def limit_blas_threads(n=1):
 
     Returns:
         bool, True if a library took the setting.
+
+    Raises:
+        Nothing: without ``/proc/self/maps`` or a loadable library it returns False.
     """
     import ctypes
 
@@ -1037,6 +1091,11 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 
     Returns:
         list of ``train``'s results, in the order of ``jobs``.
+
+    Raises:
+        Whatever ``train`` raises in a run (from a worker process, re-raised here by
+        ``Future.result``); ``concurrent.futures.process.BrokenProcessPool`` if a worker
+        process dies.
     """
     workers = workers or os.cpu_count() or 1
     total = sum(job.get("steps", 1500) for job in jobs)
@@ -1161,7 +1220,11 @@ def _softmax_rows(scores):
 def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
     """``layer_norm_forward`` (same contract; the cache holds ``xhat`` ``(..., d)``, ``inv``
     ``(..., 1)`` and ``gamma``, as the reference's). The means are 2-D products with a column
-    of ``1/d``."""
+    of ``1/d``.
+
+    Raises:
+        ValueError: if ``gamma`` or ``beta`` does not broadcast with ``x``'s last axis.
+    """
     shape, d = x.shape, x.shape[-1]
     x2 = x.reshape(-1, d)
     to_mean = _constant("mean_column", d, x.dtype)
@@ -1180,7 +1243,12 @@ def fast_layer_norm_forward(x, gamma, beta, eps=1e-5):
 def fast_layer_norm_backward(dy, cache):
     """``layer_norm_backward``: ``dx = inv (g - mean(g) - xhat mean(g xhat))``, ``g = dy gamma``
     (same contract; the means are products with a column of ``1/d``, the sums over the
-    tokens products with a row of ones)."""
+    tokens products with a row of ones).
+
+    Raises:
+        KeyError: if ``cache`` is not what ``fast_layer_norm_forward`` returned.
+        ValueError: if ``dy``'s shape is not that of the cached ``xhat``.
+    """
     xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
     shape, d = dy.shape, dy.shape[-1]
     dy2, xhat2 = dy.reshape(-1, d), xhat.reshape(-1, d)
@@ -1200,7 +1268,11 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
     """``attention_forward`` with one fused (d, 3d) projection for Q, K and V (same
     contract). The scaling ``1/sqrt(d_h)`` is folded into the query columns of the
     projection, so the cached ``q`` is the scaled query; ``O`` is cached as ``(B*T, d)``,
-    the heads merged."""
+    the heads merged.
+
+    Raises:
+        ValueError: if ``d`` is not divisible by ``n_heads``, or the shapes do not fit.
+    """
     B, T, d = x.shape
     h = n_heads
     if d % h:
@@ -1231,7 +1303,12 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
 def fast_attention_backward(dy, cache):
     """``attention_backward`` of ``fast_attention_forward`` (same contract; the gradients
     of the fused projection are split back into ``W_Q, W_K, W_V``, the query's scaled back
-    by the factor folded into it)."""
+    by the factor folded into it).
+
+    Raises:
+        KeyError: if ``cache`` is not what ``fast_attention_forward`` returned.
+        ValueError: if ``dy``'s shape is not that of the attention's output.
+    """
     x, q, k, v, P, O = (cache[name] for name in ("x", "q", "k", "v", "P", "O"))
     B, T, d = x.shape
     h = cache["n_heads"]
@@ -1261,7 +1338,12 @@ def fast_attention_backward(dy, cache):
 
 
 def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
-    """``block_forward`` with 2-D products and in-place sums (same contract and cache)."""
+    """``block_forward`` with 2-D products and in-place sums (same contract and cache).
+
+    Raises:
+        KeyError: if ``params`` lacks one of ``BLOCK_KEYS``.
+        ValueError: if the shapes do not fit, as ``block_forward``.
+    """
     attn_params = {key: params[key] for key in ATTENTION_KEYS}
     cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
     B, T, d = x.shape
@@ -1393,7 +1475,12 @@ def fast_block_backward(dy, cache, ops):
     When the block is pre-LN, built from the fast layer norm and attention, and ``dy`` is
     0 at its first positions in every sequence (the last block of a training step: only
     the answer positions reach the loss), only the later positions are run backwards
-    (``_block_backward_suffix``)."""
+    (``_block_backward_suffix``).
+
+    Raises:
+        KeyError: if ``cache`` is not what ``fast_block_forward`` returned.
+        ValueError: if ``dy``'s shape is not that of the block's output.
+    """
     if (cache["pre_ln"] and ops.layer_norm_backward is fast_layer_norm_backward
             and ops.attention_backward is fast_attention_backward):
         s = _zero_prefix(dy)
@@ -1434,7 +1521,11 @@ def fast_block_backward(dy, cache, ops):
 
 def fast_model_forward(params, inputs, config, ops):
     """``model_forward`` (same contract and cache keys) with the embedding gathered by
-    ``np.take``, the positions added in place and the output projection as a 2-D product."""
+    ``np.take``, the positions added in place and the output projection as a 2-D product.
+
+    Raises:
+        ValueError: if ``T > config.max_len`` with positions.
+    """
     inputs = np.asarray(inputs)
     B, T = inputs.shape
     h = np.take(params["embedding"], inputs, axis=0)        # (B, T) -> (B, T, d), new
@@ -1461,7 +1552,12 @@ def fast_model_backward(dlogits, cache, ops):
     """``model_backward`` (same contract) with 2-D products and BLAS sums; when
     ``dlogits`` is 0 at the first positions of every sequence (a training step: the loss
     reads the answers only), the output projection and the final layer norm are run
-    backwards on the later positions only (the same gradients)."""
+    backwards on the later positions only (the same gradients).
+
+    Raises:
+        KeyError: if ``cache`` is not what ``fast_model_forward`` returned.
+        ValueError: if ``dlogits``' shape is not that of the logits.
+    """
     params, config = cache["params"], cache["config"]
     d, V = params["W_out"].shape
     hf, inputs = cache["hf"], cache["inputs"]
@@ -1499,7 +1595,12 @@ def fast_model_backward(dlogits, cache, ops):
 
 def fast_make_batch(task, L, batch_size, rng):
     """``make_batch`` (same contract, the same single draw ``rng.integers(0, N_SYMBOLS,
-    size=(B, L))``, so the same batches), the sequence written into one array."""
+    size=(B, L))``, so the same batches), the sequence written into one array.
+
+    Raises:
+        ValueError: if ``task`` is not ``"copy"`` or ``"sort"``, or ``L`` or
+            ``batch_size`` is below 1.
+    """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}: expected 'copy' or 'sort'")
     if L < 1 or batch_size < 1:
@@ -1515,7 +1616,11 @@ def fast_make_batch(task, L, batch_size, rng):
 
 
 def fast_masked_cross_entropy(logits, targets, loss_mask):
-    """``masked_cross_entropy`` computed on the masked rows only (same contract)."""
+    """``masked_cross_entropy`` computed on the masked rows only (same contract).
+
+    Raises:
+        ValueError: if ``loss_mask`` has no True entry.
+    """
     V = logits.shape[-1]
     index = np.flatnonzero(loss_mask)                                 # masked (b, t), flat
     n = index.size
@@ -1539,7 +1644,13 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
     """``adam_step`` with fewer temporaries (same contract: new arrays, inputs untouched).
     The bias corrections are folded into two scalars:
     ``lr m_hat / (sqrt(v_hat) + eps) = (lr c2 / c1) m / (sqrt(v) + eps c2)``,
-    ``c1 = 1 - beta1^t``, ``c2 = sqrt(1 - beta2^t)``."""
+    ``c1 = 1 - beta1^t``, ``c2 = sqrt(1 - beta2^t)``.
+
+    Raises:
+        KeyError: if ``grads``, ``state["m"]`` or ``state["v"]`` lacks a name of ``params``,
+            or ``state`` lacks ``"t"``, ``"m"`` or ``"v"``.
+        ValueError: if a gradient's shape does not broadcast with its parameter's.
+    """
     t = state["t"] + 1
     root_correction = math.sqrt(1.0 - beta2 ** t)
     step_size = lr / (1.0 - beta1 ** t) * root_correction
@@ -1566,7 +1677,11 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
 def fast_ops(**overrides):
     """``reference_ops`` with the fast kernels above in place of the reference's batch,
     layer norm, attention, block, model, loss and Adam functions, and
-    ``generate_with_cache`` as ``greedy_generate`` (the same contracts)."""
+    ``generate_with_cache`` as ``greedy_generate`` (the same contracts).
+
+    Raises:
+        Nothing of its own (see ``reference_ops``).
+    """
     kernels = {"make_batch": fast_make_batch,
                "layer_norm_forward": fast_layer_norm_forward,
                "layer_norm_backward": fast_layer_norm_backward,
@@ -1586,7 +1701,11 @@ def fast_ops(**overrides):
 
 def reference_ops(**overrides):
     """``make_ops`` over the reference of both assignments (``solutions.attention`` and
-    this module), with ``overrides`` replacing single names."""
+    this module), with ``overrides`` replacing single names.
+
+    Raises:
+        Nothing: a name found nowhere gets ``make_ops``'s placeholder.
+    """
     from solutions import attention
 
     return make_ops([attention, globals()], **overrides)

@@ -15,10 +15,11 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from tests.helpers import release_course
+from tests.helpers import new_gradebooks_quickly, release_course
 
 # Command-line fragments of the processes the kit's tests start.
 KIT_PROCESSES = ("grader_tests", "nbgrader", "bwrap", "ipykernel", "dask", "postgres",
@@ -98,3 +99,20 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ``source/attention/`` and ``nbgrader_config.py``, then ``nbgrader generate_assignment``),
     one per test module that asks for it; a module may define its own ``course``."""
     return release_course(tmp_path_factory.mktemp("course"))
+
+
+@pytest.fixture
+def new_gradebooks() -> Iterator[None]:
+    """nbgrader's ``Gradebook()`` on a new database stamps the schema's head revision from
+    the ``alembic heads`` command (a subprocess, seconds on a loaded machine); while this
+    fixture is active it reads the same revision from nbgrader's migration scripts."""
+    with new_gradebooks_quickly():
+        yield
+
+
+@pytest.fixture
+def gradebooks(new_gradebooks: None) -> object:
+    """``open_gradebook`` of tests/helpers.py, with new gradebooks made quickly."""
+    from tests.helpers import open_gradebook
+
+    return open_gradebook

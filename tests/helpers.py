@@ -8,6 +8,7 @@ Nothing here imports from ``tools/``: the tests run the tools as commands, never
 # No ``from __future__ import annotations`` here: ``compile`` would pass it on to the
 # submissions run below (a dataclass of theirs would then see its annotations as strings).
 
+import contextlib
 import inspect
 import json
 import os
@@ -15,8 +16,9 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import nbformat
 
@@ -221,3 +223,89 @@ def graded_course(folder: Path, students: list[str], language: str | None = None
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return course
+
+
+def alembic_head() -> str:
+    """The head revision of nbgrader's gradebook schema, read from the migration scripts
+    nbgrader ships (the revision no other one follows). nbgrader's ``Gradebook()`` on a new
+    database asks the ``alembic heads`` command for it, a subprocess of seconds;
+    ``new_gradebooks_quickly`` gives it this instead (the slow lane checks both agree)."""
+    import re
+
+    import nbgrader
+
+    versions = Path(nbgrader.__file__).parent / "alembic" / "versions"
+    revisions, followed = set(), set()
+    for script in versions.glob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        revisions.update(re.findall(r"^revision = '(\w+)'", text, re.M))
+        followed.update(re.findall(r"^down_revision = '(\w+)'", text, re.M))
+    heads = revisions - followed
+    if len(heads) != 1:
+        raise RuntimeError(f"nbgrader's migrations have heads {sorted(heads)}, not one")
+    return heads.pop()
+
+
+@contextlib.contextmanager
+def new_gradebooks_quickly() -> Iterator[None]:
+    """While open, nbgrader's ``Gradebook()`` on a new database stamps the head revision
+    ``alembic_head()`` reads instead of running the ``alembic heads`` command."""
+    from unittest import mock
+
+    import nbgrader.api
+
+    with mock.patch.object(nbgrader.api, "get_alembic_version", alembic_head):
+        yield
+
+
+# --- the unlock command's tests (test_training_unlock.py, test_exchange.py) ----------------
+
+
+def unlock_module():
+    """tools/unlock_training.py as a module (tools/ is not an installed package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("unlock_training",
+                                                  ROOT / "tools" / "unlock_training.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def open_gradebook(path):
+    """An nbgrader gradebook at ``path`` with assignment `attention` of 60 + 40 points."""
+    from nbgrader.api import Gradebook
+
+    gb = Gradebook(f"sqlite:///{path}")
+    gb.add_assignment("attention")
+    gb.add_notebook("attention", "attention")
+    gb.add_grade_cell("part_a", "attention", "attention", max_score=60, cell_type="code")
+    gb.add_grade_cell("part_b", "attention", "attention", max_score=40, cell_type="code")
+    return gb
+
+
+def set_scores(gb, scores):
+    """One student per entry: None = no submission, (a, b) = the two cells' auto scores
+    (None, None: submitted, not graded yet)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's own session use
+        for student, pair in scores.items():
+            gb.update_or_create_student(student)
+            if pair is None:
+                continue
+            if not any(s.student.id == student for s in gb.assignment_submissions("attention")):
+                gb.add_submission("attention", student)
+            for cell, score in zip(("part_a", "part_b"), pair):
+                grade = gb.find_grade(cell, "attention", "attention", student)
+                grade.auto_score = score
+                grade.needs_manual_grade = score is None
+        gb.db.commit()
+
+
+def release_folder(tmp_path):
+    """``tmp_path/release/training/`` holding the kit's training notebook."""
+    release = tmp_path / "release" / "training"
+    release.mkdir(parents=True)
+    shutil.copy(ROOT / "source" / "training" / "training.ipynb",
+                release / "training.ipynb")
+    return release

@@ -74,20 +74,27 @@ SOFTMAX_HIDDEN_HEADER = ('# %% nbgrader={"grade": true, "grade_id": "softmax_hid
                          '"locked": true, "schema_version": 3, "solution": false}')
 
 
+# Each case runs a builder (4-5 s of CPU): the fast lane runs one per builder, the others
+# (the same path through the builder, another rule) run in the slow lane.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("document, old, new, said", [
-    ("attention.py", SOFTMAX_HIDDEN_HEADER,
-     SOFTMAX_HIDDEN_HEADER.replace('"locked": true,', '"locked": true, "points": 10,'),
-     "(softmax_hidden_checks): the points of a graded cell come from the graders' "
-     "points table"),
-    ("attention.py", 'grade("softmax", globals())', 'grade("causal_mask", globals())',
-     "(softmax_hidden_checks): a graded cell checks before_grading(\"softmax\""),
+    pytest.param("attention.py", SOFTMAX_HIDDEN_HEADER,
+                 SOFTMAX_HIDDEN_HEADER.replace('"locked": true,', '"locked": true, "points": 10,'),
+                 "(softmax_hidden_checks): the points of a graded cell come from the graders' "
+                 "points table", marks=SLOW),
+    pytest.param("attention.py", 'grade("softmax", globals())', 'grade("causal_mask", globals())',
+                 "(softmax_hidden_checks): a graded cell checks before_grading(\"softmax\"",
+                 marks=SLOW),
     ("attention.py", "# {{ solution: causal_mask }}", "# {{ solutoin: causal_mask }}",
      "(causal_mask_solution): unknown placeholder {{ solutoin }}"),
-    ("attention.py", '"grade_id": "causal_mask_visible_test", "locked": true',
-     '"grade_id": "causal_mask_visible_test", "locked": false',
-     "(causal_mask_visible_test): nbgrader metadata"),
-    ("attention.py", '"grade_id": "padding_mask_text"', '"grade_id": "causal_mask_text"',
-     "(causal_mask_text): a cell needs a unique nbgrader grade_id"),
+    pytest.param("attention.py", '"grade_id": "causal_mask_visible_test", "locked": true',
+                 '"grade_id": "causal_mask_visible_test", "locked": false',
+                 "(causal_mask_visible_test): nbgrader metadata", marks=SLOW),
+    pytest.param("attention.py", '"grade_id": "padding_mask_text"',
+                 '"grade_id": "causal_mask_text"',
+                 "(causal_mask_text): a cell needs a unique nbgrader grade_id", marks=SLOW),
     ("training.py", '"""Given: Adam\'s initial state."""\nrequire_gate()\n',
      '"""Given: Adam\'s initial state."""\n',
      "cell given_adam_init starts with require_gate()"),

@@ -40,7 +40,8 @@ import pytest
 
 from grader_tests.core import grade_function
 from grader_tests.faults import FAULTS
-from tests.catalogue import SPEC_FUNCTIONS, build_namespace
+from tests.catalogue import (SPEC_FUNCTIONS, affected, build_namespace, entry_sources,
+                             reference_namespace)
 from tests.catalogue.buggy import BUGS
 from tests.catalogue.correct import CORRECT
 
@@ -58,52 +59,6 @@ CORRECT_BY_ID = {c.id: c for c in CORRECT}
 TIMING_DEPENDENT = "timing-dependent"
 
 
-# A backward is graded with the cache of the submission's own forward
-# (grader_tests.checks.layer_norm.student_cache / core.peer).
-PEERS = {"layer_norm_backward": "layer_norm_forward", "attention_backward": "attention_forward"}
-
-
-@functools.lru_cache(maxsize=None)
-def reference_namespace():
-    """The reference run as a submission (not to be modified)."""
-    return build_namespace([], label="reference")
-
-
-def _spec_names_used(name):
-    """contract names the reference function ``name`` refers to (nested code included)."""
-    stack, used = [reference_namespace()[name].__code__], set()
-    while stack:
-        code = stack.pop()
-        used.update(n for n in code.co_names if n in SPEC_FUNCTIONS)
-        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    if name in PEERS:
-        used.add(PEERS[name])
-    return used - {name}
-
-
-USES = {name: _spec_names_used(name) for name in SPEC_FUNCTIONS}
-
-
-def affected(replaced):
-    """The contract functions whose grading can run code of ``replaced``: those names and,
-    transitively, every function that uses one of them (calls it in the reference, or is
-    its backward). In the contract order."""
-    found = set(replaced)
-    while True:
-        more = {n for n, used in USES.items() if used & found} - found
-        if not more:
-            return [n for n in SPEC_FUNCTIONS if n in found]
-        found |= more
-
-
-def _entry(kind, entry_id):
-    if kind == "bug":
-        bug = BUGS_BY_ID[entry_id]
-        return [bug.source], {bug.function}
-    entry = CORRECT_BY_ID[entry_id]
-    return list(entry.sources.values()), set(entry.sources)
-
-
 @functools.lru_cache(maxsize=None)
 def graded(kind, entry_id):
     """Grade the affected contract functions of one catalogue submission, once per process.
@@ -118,7 +73,7 @@ def graded(kind, entry_id):
     if kind == "reference":
         sources, names = [], list(SPEC_FUNCTIONS)
     else:
-        sources, replaced = _entry(kind, entry_id)
+        sources, replaced = entry_sources(kind, entry_id)
         names = affected(replaced)
     namespace = build_namespace(sources, label=entry_id)
     return {name: grade_function(name, namespace) for name in names}

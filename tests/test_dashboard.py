@@ -31,7 +31,10 @@ from grader_tests import dashboard
 from grader_tests.batch import alembic_on_path
 from grader_tests.core import POINTS, grade_id
 from grader_tests.notebook import RESULT_MIME
-from tests.helpers import ROOT
+from tests.helpers import ROOT, alembic_head, new_gradebooks_quickly
+
+# One worker builds the course and its dashboard once for every test of the module.
+pytestmark = pytest.mark.xdist_group("dashboard")
 
 A = "attention"
 HOSTILE = "<script>"  # a folder name a student may choose
@@ -110,7 +113,8 @@ def course(tmp_path_factory):
     root.mkdir()
     shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
     alembic_on_path()
-    with warnings.catch_warnings(), Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention-kit") as gb:
+    with warnings.catch_warnings(), new_gradebooks_quickly(), \
+            Gradebook(f"sqlite:///{root / 'gradebook.db'}", "attention-kit") as gb:
         gb.add_assignment(A)
         gb.add_notebook(A, A)
         for name, points in POINTS.items():
@@ -306,9 +310,15 @@ def test_a_feedback_link_never_leaves_the_feedback_folder(course, tmp_path):
 
 
 def test_command_writes_it_and_says_why_it_cannot(course, tmp_path, capsys):
+    """The graders' command line hands ``dashboard`` to this command (in-process here; the
+    same through ``python -m grader_tests`` in a subprocess is in the slow lane)."""
+    from grader_tests.__main__ import main as graders_main
+
     out = tmp_path / "out"
-    assert dashboard.main(["--root", str(course), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert graders_main(["dashboard", "--root", str(course), "--out", str(out)]) == 0
     assert (out / "index.html").is_file() and (out / "faults.svg").is_file()
+    assert capsys.readouterr().out.strip() == f"dashboard: {out / 'index.html'}"
     empty = tmp_path / "empty"
     empty.mkdir()
     assert dashboard.main(["--root", str(empty)]) == 2
@@ -323,6 +333,16 @@ def test_after_grading_never_raises(tmp_path, capsys):
     assert "dashboard: not written (DashboardError: no gradebook" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_the_gradebooks_schema_head_is_the_one_alembic_names():
+    """The revision the fast tests stamp on a new gradebook is what ``alembic heads`` says."""
+    from nbgrader.api import get_alembic_version
+
+    alembic_on_path()
+    assert alembic_head() == get_alembic_version()
+
+
+@pytest.mark.slow
 def test_subcommand_of_the_graders_command_line(course, tmp_path):
     import subprocess
 

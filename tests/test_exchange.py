@@ -23,7 +23,6 @@ import nbformat
 import pytest
 
 from tests.helpers import ROOT, kit_env
-from tests.test_training import gradebooks  # noqa: F401  (fixture: quick nbgrader gradebooks)
 
 COURSE_ID = "attention-kit"
 # Two students of the example class: every function right, and one trap (95.2 / 100).
@@ -296,7 +295,7 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     import stat
     import warnings
 
-    from tests.test_training import release_folder, set_scores, unlock_module
+    from tests.helpers import release_folder, set_scores, unlock_module
 
     unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
@@ -330,7 +329,8 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733
 
 
-def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebook(tmp_path):
+def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebook(
+        tmp_path, new_gradebooks):
     """``python tools/unlock_training.py`` with no option, run from a copy of ``example/``:
     the gradebook, course id, release folder (the kit's ``release/training``, which
     ``example/nbgrader_config.py`` names) and exchange are the example class's, and nothing

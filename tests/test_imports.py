@@ -3,6 +3,7 @@ interpreter, and the graph of the imports its modules write (at module level or 
 function) has no cycle."""
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -101,8 +102,73 @@ def test_the_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
+# Libraries outside the kit that its modules import at module level: loaded once in the
+# parent of the forks below (they cannot take part in a circle of grader_tests).
+THIRD_PARTY = ("numpy", "hypothesis", "nbformat", "traitlets", "jupyter_client", "nbclient",
+               "nbconvert", "nbgrader.preprocessors", "bleach", "jinja2")
+
+# One interpreter loads the libraries above, then forks once per module of the kit; each
+# child imports its module with no module of the kit loaded yet, and says what happened.
+IMPORT_EACH_ALONE = r"""
+import importlib, json, os, sys, traceback
+for lib in sys.argv[2].split(","):
+    importlib.import_module(lib)
+assert not [m for m in sys.modules if m.split(".")[0] in ("grader_tests", "solutions")]
+results = {}
+for name in sys.argv[1].split(","):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(name)
+            message = ""
+        except BaseException:
+            message = traceback.format_exc() or "failed"
+        os.write(write, message.encode()[-3000:])
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    results[name] = message or ("" if status == 0 else f"exit status {status}")
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def alone():
+    """For each module of the kit, the error its import alone raised ("" when none)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", IMPORT_EACH_ALONE, ",".join(sorted(MODULES)),
+                           ",".join(THIRD_PARTY)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.xdist_group("imports-alone")
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_each_module_imports_alone(name):
+def test_each_module_imports_alone(alone, name):
+    assert alone[name] == "", f"import {name} failed:\n{alone[name]}"
+
+
+def test_the_fork_check_sees_a_circle(tmp_path):
+    """The check above reports a module whose import fails, in a child of its own."""
+    pkg = tmp_path / "circle"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from circle.b import B\nA = 1\n")
+    (pkg / "b.py").write_text("from circle.a import A\nB = 1\n")
+    done = subprocess.run([sys.executable, "-c", IMPORT_EACH_ALONE, "circle.a,json",
+                           "numpy"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "ImportError" in results["circle.a"] and results["json"] == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_module_imports_alone_in_a_fresh_interpreter(name):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -155,6 +155,10 @@ def test_a_translation_may_change_comments_docstrings_and_printed_labels(tmp_pat
         check_same_structure(document_path("attention", "en"), tmp_path / "missing.py")
 
 
+# The tests that read the notebooks ``built`` makes run on one worker, which builds them once.
+BUILT = pytest.mark.xdist_group("language-built")
+
+
 @pytest.fixture(scope="module")
 def built():
     """``{assignment: (English notebook, Italian notebook)}``, as the builders make them."""
@@ -162,6 +166,7 @@ def built():
             for name, module in BUILDERS.items()}
 
 
+@BUILT
 @pytest.mark.parametrize("assignment", sorted(BUILDERS))
 def test_the_italian_notebook_is_the_english_one_in_italian(built, assignment):
     english, italian = built[assignment]
@@ -356,6 +361,7 @@ def test_the_example_class_in_italian_gets_the_expected_scores_and_faults(italia
     assert graded.cells[0].source.startswith("# Compito `attention`")
 
 
+@BUILT
 @pytest.mark.parametrize("language", ["en", "it"])
 def test_the_training_gate_holds_the_digests_of_the_attention_notebook_of_its_language(
         built, language):

@@ -16,10 +16,9 @@ from grader_tests.sandbox import grade_isolated
 from solutions import attention as ref
 from tests.helpers import ATTENTION_SOURCE as REFERENCE
 from tests.helpers import submission_namespace
-from tests.catalogue import build_namespace
+from tests.catalogue import affected, build_namespace, entry_sources
 from tests.catalogue.buggy import BUGS
 from tests.catalogue.correct import CORRECT
-from tests.test_catalogue import _entry, affected
 
 
 # The student's side: a key over the exact bytes of every argument and a table of stored
@@ -269,7 +268,7 @@ def test_honest_functions_are_never_flagged(entry):
     if kind == "reference":
         sources, names = [], [n for n in core.POINTS if not n.startswith("exercise_")]
     else:
-        sources, replaced = _entry(kind, entry_id)
+        sources, replaced = entry_sources(kind, entry_id)
         names = affected(replaced)
     space = build_namespace(sources, entry_id or "reference")
     rng = np.random.default_rng(7)

@@ -38,11 +38,12 @@ Usage, from the repository root::
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TextIO
@@ -191,11 +192,12 @@ def run(check: bool, out: TextIO = sys.stdout) -> int:
                 print(f"note: the {other!r} translation is out of step with the English "
                       f"documents (a course in {other!r} would not build): {exc}", file=out)
     with tempfile.TemporaryDirectory(prefix="build_all_") as scratch:
-        steps = [("source/attention/", lambda: step_notebook(build_notebooks, check)),
-                 ("source/training/", lambda: step_notebook(build_training_notebook, check))]
-        steps += [(f"release/{a}/", lambda a=a: step_release(a, check, Path(scratch)))
+        steps: list[tuple[str, Callable[[], list[str]]]] = [
+            ("source/attention/", functools.partial(step_notebook, build_notebooks, check)),
+            ("source/training/", functools.partial(step_notebook, build_training_notebook, check))]
+        steps += [(f"release/{a}/", functools.partial(step_release, a, check, Path(scratch)))
                   for a in ASSIGNMENTS]
-        steps += [("example/submitted/", lambda: step_submissions(check))]
+        steps += [("example/submitted/", functools.partial(step_submissions, check))]
         for label, step in steps:
             try:
                 paths = step()

@@ -216,7 +216,7 @@ def notebook_from_document(document: Path, fillers: Fillers, points: Mapping[str
         if expected["solution"] and (text.count(BEGIN_SOLUTION) != 1
                                      or text.count(END_SOLUTION) != 1):
             raise ValueError(f"{where}: a solution cell needs exactly one solution region")
-        metadata = {"nbgrader": nbgrader}
+        metadata: dict[str, object] = {"nbgrader": nbgrader}
         if meta.get("tags"):
             metadata["tags"] = list(meta["tags"])
         if cell.cell_type == "markdown":

@@ -226,10 +226,16 @@ def parse_threshold(text: object) -> Threshold:
 
 
 def required_score(threshold: Threshold, max_score: float) -> float:
-    """Points needed out of ``max_score`` for a ``parse_threshold`` value."""
+    """Points needed out of ``max_score`` for a ``parse_threshold`` value.
+
+    Raises:
+        ValueError: a threshold other than ``("full", None)`` without a number.
+    """
     kind, value = threshold
     if kind == "full":
         return float(max_score)
+    if value is None:  # parse_threshold gives a number with every kind but "full"
+        raise ValueError(f"threshold {threshold!r} has no number")
     if kind == "percent":
         return float(max_score) * value / 100.0
     return float(value)
@@ -384,7 +390,13 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
 
     Returns:
         ``(newly, already, locked)``: lists of verdict dicts (see ``decide``).
+
+    Raises:
+        ValueError: ``exchange`` given without ``course_id``.
     """
+    if exchange and not course_id:
+        raise ValueError("an exchange needs the course id (the students' courses are named "
+                         "after it)")
     verdicts = decide(gradebook, threshold)
     ledger_path = unlocked_dir / LEDGER
     ledger = load_ledger(ledger_path)
@@ -408,7 +420,7 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
                     "attention_max_score": verdict["max_score"],
                     "threshold": describe_threshold(threshold, verdict["max_score"]),
                     "folder": str(Path(student) / ASSIGNMENT)}
-                if exchange:
+                if exchange and course_id:  # course_id is set whenever exchange is
                     record["exchange_course"] = exchange_course(course_id, student)
                     try:
                         release_to_exchange(release_dir, exchange, record["exchange_course"],
@@ -478,9 +490,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         threshold = parse_threshold(args.threshold)
     except ValueError as exc:
         parser.error(str(exc))
-    db_url, root, course_id = course_settings(os.getcwd())
+    db_url, configured_root, course_id = course_settings(os.getcwd())
     db_url = args.db or db_url
-    root = Path(args.root or root or os.getcwd())
+    root = Path(args.root or configured_root or os.getcwd())
     # The exchange of the course released from: with --root, that folder's own
     # nbgrader_config.py (none there: no exchange), else the current folder's.
     exchange = None if args.no_exchange else (
@@ -544,7 +556,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for v in newly:
         where = unlocked_dir / v["student"] / ASSIGNMENT
         print(f"  {v['student']:42s} {v['reason']}  ->  {where}")
-        if exchange:
+        if exchange and course_id:  # _run returned above when exchange has no course id
             course = exchange_course(course_id, v["student"])
             print(" " * 45 + _("exchange course {course} (JupyterHub group nbgrader-{course}): "
                                "the student runs `nbgrader fetch_assignment {assignment} "

@@ -258,7 +258,7 @@ BACKWARD_FAULTS = [
 class _Setup:
     """One gradient-check configuration with its numerical gradients, computed once."""
 
-    _cache = {}
+    _cache: dict[tuple, np.ndarray] = {}
 
     def __init__(self, seed, causal=True, scale=True, B=2, T=4, d=8, h=2):
         key = (seed, causal, scale, B, T, d, h)

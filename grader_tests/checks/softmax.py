@@ -45,6 +45,7 @@ def unkept_variants(x: np.ndarray, axis: int) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         for shift in ("kept", "unkept", "none"):
             try:
+                top: float | np.ndarray
                 if shift == "none":
                     top = 0.0
                 else:

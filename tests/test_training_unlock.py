@@ -1,0 +1,123 @@
+"""Assignment `training`, the unlock command (``tools/unlock_training.py``): who is released
+the training notebook, once, at which threshold, and why the others are not."""
+
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from tests.helpers import ROOT, release_folder, set_scores, unlock_module
+
+NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
+
+
+# --- the unlock command ----------------------------------------------------------------------
+
+
+def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks, capsys):
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30), "cy": None, "di": (None, None)})
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        reasons = {v["student"]: v["reason"] for v in locked}
+        assert reasons == {"bo": "attention scored 90 / 100, needs 100",
+                           "cy": "no attention submission in the gradebook",
+                           "di": "attention submitted but not graded yet"}
+        copied = unlocked / "ada" / "training" / "training.ipynb"
+        assert copied.read_bytes() == NOTEBOOK.read_bytes()
+        ledger = json.loads((unlocked / "unlocked.json").read_text())
+        assert list(ledger["students"]) == ["ada"]
+        assert ledger["students"]["ada"]["attention_score"] == 100
+
+        (unlocked / "ada" / "training" / "marker.txt").write_text("the student's own work")
+        newly, already, _ = unlock.unlock(gb, release, unlocked, full)   # nothing new
+        assert newly == [] and [v["student"] for v in already] == ["ada"]
+        assert (unlocked / "ada" / "training" / "marker.txt").exists()   # not released twice
+        assert json.loads((unlocked / "unlocked.json").read_text()) == ledger
+
+        set_scores(gb, {"bo": (60, 40)})                                   # bo's regrade arrives
+        newly, already, _ = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["bo"] and [v["student"] for v in already] == ["ada"]
+        gb.close()
+    assert sorted(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada", "bo"]
+    assert sorted(p.name for p in unlocked.iterdir() if p.is_dir()) == ["ada", "bo"]
+
+    # the command line (in this process): it prints who is unlocked and who is not, and why
+    assert unlock.main(["--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
+                        str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "unlocked now (0)" in out and "already unlocked, not released again (2)" in out
+    assert "no attention submission in the gradebook" in out and "not graded yet" in out
+
+
+def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 30), "cy": (50, 10)})
+        newly, _, _ = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("90%"),
+                                    dry_run=True)
+        assert [v["student"] for v in newly] == ["ada", "bo"] and not unlocked.exists()
+        newly, _, locked = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("61"))
+        assert [v["student"] for v in newly] == ["ada", "bo"]
+        assert locked[0]["reason"] == "attention scored 60 / 100, needs 61"
+        gb.close()
+    with pytest.raises(ValueError):
+        unlock.parse_threshold("lots")
+
+
+def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebooks, capsys):
+    """A notebook flagged in the gradebook, or a hidden-check cell waiting for a manual
+    grade, keeps the gate closed at 100 / 100 and the report says why (a submission not
+    graded at all is still "not graded yet")."""
+    unlock = unlock_module()
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        gb.add_grade_cell("softmax_hidden_checks", "attention", "attention", max_score=0,
+                          cell_type="code")
+        set_scores(gb, {"ada": (60, 40), "eve": (60, 40), "fay": (60, 40), "gus": (None, None)})
+        gb.find_submission_notebook("attention", "attention", "eve").flagged = True
+        hidden = gb.find_grade("softmax_hidden_checks", "attention", "attention", "fay")
+        hidden.auto_score, hidden.needs_manual_grade = 0.0, True
+        for student in ("ada", "eve"):
+            grade = gb.find_grade("softmax_hidden_checks", "attention", "attention", student)
+            grade.auto_score, grade.needs_manual_grade = 0.0, False
+        gb.db.commit()
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full)
+        assert [v["student"] for v in newly] == ["ada"] and already == []
+        reasons = {v["student"]: v["reason"] for v in locked}
+        assert reasons.pop("gus") == "attention submitted but not graded yet"
+        assert sorted(reasons) == ["eve", "fay"]
+        assert {v["student"]: v["score"] for v in locked if v["student"] in reasons} == {
+            "eve": 100.0, "fay": 100.0}
+        assert reasons["eve"].startswith("flagged for review: notebook attention flagged in "
+                                         "the gradebook"), reasons["eve"]
+        assert reasons["fay"].startswith("flagged for review: 1 hidden-check cell needs a "
+                                         "manual grade (softmax_hidden_checks)"), reasons["fay"]
+        assert all("attention scored 100 / 100 so far" in r for r in reasons.values())
+        gb.close()
+    assert not (unlocked / "eve").exists() and not (unlocked / "fay").exists()
+    assert list(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada"]
+    assert unlock.main(["--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--root",
+                        str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "not unlocked (3)" in out and out.count("flagged for review: ") == 2
+
+
+def test_unlock_refuses_without_a_release(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"), "--db",
+                             f"sqlite:///{tmp_path / 'gradebook.db'}", "--root", str(tmp_path)],
+                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert result.returncode == 2 and "generate_assignment training" in result.stderr
