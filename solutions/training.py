@@ -1155,7 +1155,15 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 #   only; greedy evaluation with the KV cache (``generate_with_cache``);
 # * the backward of the head, the final layer norm and the last block run on the answer
 #   rows only: the gradient of the logits is 0 elsewhere, and in a pre-LN block only the
-#   attention mixes positions (``_block_backward_suffix``).
+#   attention mixes positions (``_block_backward_suffix``);
+# * the gradient of the key bias ``b_K`` returned as exact zeros. It is 0 in exact
+#   arithmetic: ``b_K`` adds ``q_i . b_K`` to every score of query row ``i``, the same for
+#   every key, and the softmax of a row does not change when a constant is added to it
+#   (equivalently, ``db_K = sum_i q_i sum_j dS_ij`` and every row of ``dS`` sums to 0).
+#   Computed as a sum, it is rounding noise: about 1e-17 in float64, far below Adam's
+#   ``eps = 1e-8``, so ``b_K`` stays at 0; but about 1e-9 to 1e-8 in float32, where Adam
+#   divides it by its own root mean square and turns it into steps of up to ``lr``, and
+#   ``b_K`` drifts (to a norm of about 0.05-0.07 over 1500 steps) on noise alone.
 #
 # The arithmetic is otherwise the same, so float64 results agree with the reference to
 # rounding (tests/test_training.py), and float32 stays float32 throughout (no float64
@@ -1326,6 +1334,7 @@ def fast_attention_backward(dy, cache):
     np.matmul(dS.swapaxes(-1, -2), q, out=dk)
     dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
     db = _column_sum(dqkv)
+    db[d:2 * d] = 0.0                                              # b_K: exactly 0 (see above)
     factor = cache["factor"]
     if factor != 1.0:                                              # q = factor (x W_Q + b_Q)
         dW[:, :d] *= factor
@@ -1423,6 +1432,7 @@ def _attention_backward_suffix(dy, cache, s):
     np.matmul(dS.swapaxes(-1, -2), q[:, :, s:], out=dk)
     dW = x.reshape(B * T, d).T @ dqkv                              # (d, 3d)
     db = _column_sum(dqkv)
+    db[d:2 * d] = 0.0                                              # b_K: exactly 0
     factor = cache["factor"]
     if factor != 1.0:
         dW[:, :d] *= factor
