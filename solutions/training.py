@@ -1166,7 +1166,7 @@ def run_experiments(jobs, ops_factory, workers=None, description="training", pro
 #   ``b_K`` drifts (to a norm of about 0.05-0.07 over 1500 steps) on noise alone.
 #
 # The arithmetic is otherwise the same, so float64 results agree with the reference to
-# rounding (tests/test_training.py), and float32 stays float32 throughout (no float64
+# rounding (tests/test_training_reference.py), and float32 stays float32 throughout (no float64
 # temporaries: the scalars are Python floats).
 
 _CAUSAL_ADD = {}
