@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import datetime
 import glob
-import hashlib
 import json
 import os
 import signal
@@ -53,7 +52,7 @@ from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa
                         open_gradebook, require_assignment, withdraw_grade, write_gradebook)
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
-from .notebook_choice import choose_notebook
+from .notebook_choice import choose_notebook, sha256
 from .report import GradeReport
 from .submission import SubmissionError, code_of_notebook
 
@@ -88,14 +87,6 @@ def find_submission(folder, assignment=NOTEBOOK):
         return None, _("{files}: a symbolic link, not a file handed in; nothing to grade"
                        ).format(files=", ".join(links))
     return None, _("the submission folder is empty: nothing to grade")
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def configured(root, key):
