@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import datetime
 import glob
-import hashlib
 import json
 import os
 import signal
@@ -47,13 +46,13 @@ from pathlib import Path
 from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
-from .config import course_config
+from .config import allowed_modules, course_config
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
                         open_gradebook, require_assignment, withdraw_grade, write_gradebook)
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
-from .notebook_choice import choose_notebook
+from .notebook_choice import choose_notebook, sha256
 from .report import GradeReport
 from .submission import SubmissionError, code_of_notebook
 
@@ -88,14 +87,6 @@ def find_submission(folder, assignment=NOTEBOOK):
         return None, _("{files}: a symbolic link, not a file handed in; nothing to grade"
                        ).format(files=", ".join(links))
     return None, _("the submission folder is empty: nothing to grade")
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def configured(root, key):
@@ -351,6 +342,9 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         language = course_language(root)
     except ValueError as exc:
         raise BatchSetupError(str(exc)) from None
+    # the modules graded code may import: the course's list, read here once and handed to
+    # each job (a pool process or a Dask worker reads no course configuration)
+    allowed = allowed_modules(root)
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(owner))
@@ -358,12 +352,13 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
         os.remove(log_path)
     with use_language(language):  # what the batch records and prints: the course's language
         return _run(submitted, owner, root, course_id, db_url, log_path, workers, jailed,
-                    progress, scheduler, task_time_limit, language)
+                    progress, scheduler, task_time_limit, language, allowed)
 
 
 def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db_url: str,
          log_path: str, workers: int | None, jailed: bool, progress: bool,
-         scheduler: str | None, task_time_limit: float | None, language: str) -> dict:
+         scheduler: str | None, task_time_limit: float | None, language: str,
+         allowed: tuple[str, ...]) -> dict:
     """``run`` once the course is read, in its language (``i18n.use_language``)."""
     assignment = owner.name
     if not os.path.isdir(submitted):
@@ -380,7 +375,7 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
         recorder = Recorder(Log(log_path), gb, owner, root, course_id)
         jobs = _queue(submitted, [s for s in students if s not in absent], recorder)
         _grade(jobs, recorder, workers or os.cpu_count() or 1, jailed, progress, scheduler,
-               task_time_limit, language)
+               task_time_limit, language, allowed)
     if not jobs and progress:
         graded = len(students) - len(absent)
         print(ngettext(
@@ -396,7 +391,7 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
 
 def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed: bool,
            progress: bool, scheduler: str | None, task_time_limit: float | None,
-           language: str = "en") -> None:
+           language: str = "en", allowed: tuple[str, ...] | None = None) -> None:
     """Grade ``jobs`` on the local pool or the Dask cluster, handing each record to
     ``recorder`` as it arrives, with a progress bar."""
     if not jobs:
@@ -421,9 +416,9 @@ def _grade(jobs: list[tuple[str, str]], recorder: Recorder, workers: int, jailed
         say = bar.console.print if bar is not None else (lambda text: None)
         records = grade_on_cluster(scheduler, jobs, task_time_limit or TASK_TIME_LIMIT,
                                    progress=say, assignment=name, held_on_stop=held,
-                                   language=language)
+                                   language=language, allowed_modules=allowed)
     else:
-        records = grade_in_pool(jobs, workers, name, jailed, language)
+        records = grade_in_pool(jobs, workers, name, jailed, language, allowed)
     try:
         with contextlib.closing(records):  # stopped here, the executor stops its work
             for student, record in records:

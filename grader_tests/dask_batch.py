@@ -193,7 +193,8 @@ class GradingProcess:
 
     def grade(self, student: str, path: str, time_limit: float,
               assignment: str = DEFAULT_ASSIGNMENT,
-              cancelled: Callable[[], bool] | None = None, language: str = "en") -> dict:
+              cancelled: Callable[[], bool] | None = None, language: str = "en",
+              allowed_modules: tuple[str, ...] | None = None) -> dict:
         """``job.grade_job(student, path, assignment)`` in the grading process, within
         ``time_limit`` s.
 
@@ -201,6 +202,8 @@ class GradingProcess:
             cancelled: asked every ``POLL_SECONDS`` while the process grades (e.g.
                 ``task_cancelled()``); once it returns True the process is killed.
             language: the language of the report's messages (``i18n.LANGUAGES``).
+            allowed_modules: the third-party modules the submission may import (the
+                coordinator's course setting; default: the grading process's folder's).
 
         Returns:
             dict, the record of ``job.grade_job``.
@@ -214,7 +217,8 @@ class GradingProcess:
         try:
             self.conn.send_bytes(json.dumps({"student": student, "path": path,
                                              "assignment": assignment,
-                                             "language": language}).encode())
+                                             "language": language,
+                                             "allowed_modules": allowed_modules}).encode())
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -247,7 +251,8 @@ class GradingProcess:
 
 
 def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TASK_TIME_LIMIT,
-                assignment: str = DEFAULT_ASSIGNMENT, language: str = "en") -> dict:
+                assignment: str = DEFAULT_ASSIGNMENT, language: str = "en",
+                allowed_modules: tuple[str, ...] | None = None) -> dict:
     """The Dask task: grade one submission sent as bytes; return the batch record.
 
     Args:
@@ -259,6 +264,9 @@ def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TA
         assignment: str, the assignment's name (``assignments.ASSIGNMENTS``).
         language: the language of the report's messages (``i18n.LANGUAGES``), the
             coordinator's course setting: a worker reads no course configuration.
+        allowed_modules: the third-party modules the submission may import, the
+            coordinator's course setting (``config.allowed_modules``), for the same reason;
+            None: the default list.
 
     Returns:
         dict, the record of ``job.grade_job`` plus ``worker`` (the worker's address).
@@ -277,7 +285,8 @@ def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TA
         process = GradingProcess(tmpdir=folder)
         try:
             record = process.grade(student, path, time_limit, assignment,
-                                   cancelled=task_cancelled(), language=language)
+                                   cancelled=task_cancelled(), language=language,
+                                   allowed_modules=allowed_modules)
         finally:
             process.kill()
     record["worker"] = _worker_address()
@@ -286,6 +295,7 @@ def grade_bytes(student: str, filename: str, data: bytes, time_limit: float = TA
 
 def _serve(fd):
     """Main of the grading process: answer requests on socket ``fd`` until it closes."""
+    from grader_tests.config import DEFAULT_ALLOWED_MODULES
     from grader_tests.job import die_with_parent, grade_job
 
     die_with_parent()  # the Dask worker gone, this process and its jail go too (the kernel's
@@ -298,7 +308,8 @@ def _serve(fd):
             return 0
         record = grade_job(request["student"], request["path"],
                            request.get("assignment", DEFAULT_ASSIGNMENT),
-                           language=request.get("language") or "en")
+                           language=request.get("language") or "en",
+                           allowed_modules=request.get("allowed_modules") or DEFAULT_ALLOWED_MODULES)
         conn.send_bytes(json.dumps(record).encode())
 
 
@@ -369,7 +380,8 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
                      worker_wait: float = WORKER_WAIT,
                      assignment: str = DEFAULT_ASSIGNMENT,
                      held_on_stop: dict | None = None,
-                     language: str = "en") -> Generator[tuple[str, dict], None, None]:
+                     language: str = "en", allowed_modules: tuple[str, ...] | None = None,
+                     ) -> Generator[tuple[str, dict], None, None]:
     """Grade ``jobs`` on the Dask cluster of ``scheduler``; yield each student's record.
 
     Args:
@@ -382,6 +394,9 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
         held_on_stop: a dict the generator fills, when it is stopped, with the tasks
             still held after ``STOP_WAIT`` (``stop_tasks``'s answer), or None.
         language: the language of the reports' messages (the course's setting).
+        allowed_modules: the third-party modules submissions may import (the course's
+            setting, ``config.allowed_modules`` read by the coordinator; a worker reads
+            no course configuration). None: the default list.
 
     Yields:
         ``(student, record)`` once per student, in the order results arrive: the
@@ -416,7 +431,7 @@ def grade_on_cluster(scheduler: str, jobs: list[tuple[str, str]],
             if others:  # a retry goes to another worker, or anywhere if those leave
                 placement = {"workers": others, "allow_other_workers": True}
             future = client.submit(grade_bytes, student, os.path.basename(path), data,
-                                   time_limit, assignment, language,
+                                   time_limit, assignment, language, allowed_modules,
                                    key=f"grade-{student}-{uuid.uuid4().hex}",
                                    pure=False, **placement)
             meta[future] = (student, path, hashlib.sha256(data).hexdigest())

@@ -34,7 +34,8 @@ def die_with_parent() -> None:
 
 
 def grade_job(student: str, path: str, assignment: "str | Assignment" = assignments.DEFAULT,
-              jailed: bool = True, language: str | None = None) -> dict:
+              jailed: bool = True, language: str | None = None,
+              allowed_modules: "tuple[str, ...] | list[str] | None" = None) -> dict:
     """Grade one file of ``assignment`` in the jail; never raises.
 
     Whatever the submission does (time, memory, death, a ``BaseException``, garbage on the
@@ -48,6 +49,9 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
         jailed: bool, grade in the jail (False only where unjailed grading was allowed).
         language: the language of the report's messages (``i18n.LANGUAGES``), read by the
             batch from the course's configuration (default: this process's current one).
+        allowed_modules: the third-party modules the submission may import, read by the
+            batch from the course's configuration (``config.allowed_modules``; default:
+            the course in this process's current folder).
 
     Returns:
         the record: ``{"student", "report" (``GradeReport.to_json`` or None), "cell_errors",
@@ -63,8 +67,9 @@ def grade_job(student: str, path: str, assignment: "str | Assignment" = assignme
     try:
         with use_language(language or current_language()):
             try:
-                results, cell_errors, flags = grade_isolated(path, assignment=name,
-                                                             jailed=jailed)
+                results, cell_errors, flags = grade_isolated(
+                    path, assignment=name, jailed=jailed,
+                    allowed_modules=None if allowed_modules is None else tuple(allowed_modules))
                 report = GradeReport(name, results, cell_errors, flags).to_json()
                 error = None
             except JailUnavailable as exc:

@@ -27,7 +27,9 @@ def kill_pool(pool: concurrent.futures.ProcessPoolExecutor) -> None:
 
 
 def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
-                  jailed: bool = True, language: str = "en") -> Generator[tuple[str, dict], None, None]:
+                  jailed: bool = True, language: str = "en",
+                  allowed_modules: tuple[str, ...] | None = None,
+                  ) -> Generator[tuple[str, dict], None, None]:
     """Grade ``jobs`` in a pool of ``workers`` processes, one fresh process per job.
 
     Args:
@@ -36,6 +38,8 @@ def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
         assignment: str, the assignment's name.
         jailed: bool, grade in the jail.
         language: the language of the reports' messages (the course's setting).
+        allowed_modules: the third-party modules submissions may import (the course's
+            setting, ``config.allowed_modules``; default: the current folder's course).
 
     Yields:
         ``(student, record)`` in the order the jobs finish: ``grade_job``'s record, or a
@@ -50,7 +54,8 @@ def grade_in_pool(jobs: list[tuple[str, str]], workers: int, assignment: str,
         max_workers=workers, mp_context=context, max_tasks_per_child=1,
         initializer=die_with_parent)
     try:
-        futures = {pool.submit(grade_job, s, p, assignment, jailed, language): s for s, p in jobs}
+        futures = {pool.submit(grade_job, s, p, assignment, jailed, language,
+                               allowed_modules): s for s, p in jobs}
         for future in concurrent.futures.as_completed(futures):
             student = futures[future]
             try:

@@ -102,12 +102,14 @@ def staging_of(folder: str) -> str:
                         os.path.basename(folder))
 
 
-def _digest(path: str) -> str:
-    digest = hashlib.sha256()
+def sha256(path: str) -> str:
+    """The SHA-256 of the file at ``path`` (its bytes, read in blocks), as 64 hex digits.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _identity(path: str) -> dict:
@@ -115,7 +117,7 @@ def _identity(path: str) -> dict:
     change and modification times in ns, size, and the SHA-256 of its bytes."""
     info = os.lstat(path)
     return {"device": info.st_dev, "inode": info.st_ino, "ctime_ns": info.st_ctime_ns,
-            "mtime_ns": info.st_mtime_ns, "size": info.st_size, "sha256": _digest(path)}
+            "mtime_ns": info.st_mtime_ns, "size": info.st_size, "sha256": sha256(path)}
 
 
 def _recorded_copy(folder: str) -> dict | None:

@@ -463,7 +463,7 @@ def callees_for(name, target):
 
 
 def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jailed=True,
-                   language=None):
+                   language=None, allowed_modules=None):
     """Grade a submission file with its code in a jailed process.
 
     Nothing the student's process says about itself counts: the grade comes from the
@@ -484,6 +484,9 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         language: the language of the checks' messages (``i18n.LANGUAGES``), given by the
             caller from the course's configuration (default: the current one,
             ``i18n.current_language()``); the student's process is never asked.
+        allowed_modules: tuple of str, the third-party modules the submission may import,
+            given by the caller from the course's configuration (default:
+            ``config.allowed_modules()``, the course in the current folder).
 
     Returns:
         ``(results, cell_errors, flags)``: ``results`` as ``core.grade_namespace``;
@@ -493,16 +496,17 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         jail.JailUnavailable: ``jailed`` and no jail can be made here.
     """
     with i18n.use_language(language or i18n.current_language()):
-        return _grade_isolated(path, names, memory_mb, assignment, jailed)
+        return _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules)
 
 
-def _grade_isolated(path, names, memory_mb, assignment, jailed):
+def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules):
     if jailed:
         jail.require()
     points = graded_points(assignment)
     flags = [i18n._("the submission {finding}").format(finding=e)
              for e in evidence.kit_references(path)]
-    box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed)
+    box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed,
+                  allowed_modules=allowed_modules)
     try:
         try:
             box.start()

@@ -309,3 +309,18 @@ def release_folder(tmp_path):
     shutil.copy(ROOT / "source" / "training" / "training.ipynb",
                 release / "training.ipynb")
     return release
+
+
+def still_running(processes: "dict[int, object]") -> list:
+    """The ``psutil.Process`` objects of ``processes`` (pid -> process) still running;
+    a zombie, or a process gone, has ended."""
+    import psutil
+
+    alive = []
+    for p in processes.values():
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:  # type: ignore[attr-defined]
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive

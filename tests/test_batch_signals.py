@@ -22,7 +22,7 @@ import pytest
 psutil = pytest.importorskip("psutil")
 
 from grader_tests import jail  # noqa: E402
-from tests.helpers import ROOT, kit_env  # noqa: E402
+from tests.helpers import ROOT, kit_env, still_running  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(jail.problem() is not None, reason="no jail here")]
@@ -75,13 +75,7 @@ def _gone(processes, deadline):
     """Wait until every process of ``processes`` has ended (zombies count as ended); the
     ones still alive at the deadline."""
     while True:
-        alive = []
-        for p in processes.values():
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-            except psutil.NoSuchProcess:
-                pass
+        alive = still_running(processes)
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)

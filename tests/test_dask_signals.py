@@ -34,7 +34,7 @@ psutil = pytest.importorskip("psutil")
 pytest.importorskip("distributed")
 
 from grader_tests import dask_batch, jail  # noqa: E402
-from tests.helpers import ROOT, kit_env  # noqa: E402
+from tests.helpers import ROOT, kit_env, still_running  # noqa: E402
 from tests import services  # noqa: E402
 
 ROOT_SUBMITTED = ROOT / "example" / "submitted"
@@ -131,24 +131,13 @@ def _uid(process: psutil.Process) -> int | None:
         return None
 
 
-def _alive(processes: dict[int, psutil.Process]) -> list[psutil.Process]:
-    alive = []
-    for p in processes.values():
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
 def _all_ended(cluster, seen: dict[int, psutil.Process], uids: set[int],
                deadline: float) -> float:
     """Poll until every process of ``seen`` has ended (zombies count as ended), no worker
     has a child process, and no process runs as a jail's uid of ``uids``; the monotonic
     time at which that first held. Fails at ``deadline``."""
     while True:
-        alive = _alive(seen) + _alive(_descendants(cluster.pids))
+        alive = still_running(seen) + still_running(_descendants(cluster.pids))
         jailed = {uid: jail.processes_of(uid) for uid in uids}
         jailed = {uid: pids for uid, pids in jailed.items() if pids}
         now = time.monotonic()
@@ -222,7 +211,7 @@ def test_a_cancelled_future_kills_its_grading_process_at_once(cluster):
                                120.0, pure=False)
         seen = _under_way(cluster, lambda: True, time.monotonic() + 120)
         uids = {_uid(p) for p in seen.values()} - {os.getuid(), None}
-        assert any("grader_tests.dask_batch" in _cmdline(p) for p in _alive(seen))
+        assert any("grader_tests.dask_batch" in _cmdline(p) for p in still_running(seen))
         started = time.monotonic()
         client.cancel(future)
         ended = _all_ended(cluster, seen, uids, started + END_DEADLINE)
@@ -277,7 +266,7 @@ def test_a_stopped_dask_batch_leaves_nothing_running_and_loses_nothing(signum, c
           f"{exited - started:.2f} s")
     assert ended - started < PROMPTLY, "grading processes ran on after the batch stopped"
     _workers_hold_nothing(cluster, time.monotonic() + 10)
-    assert _alive(_descendants(cluster.pids)) == []  # and none started since
+    assert still_running(_descendants(cluster.pids)) == []  # and none started since
     assert glob.glob(os.path.join(cluster.folder, "attention-kit-*")) == []  # no task's files
     if signum != signal.SIGKILL:
         assert proc.returncode == 130, out[-3000:]

@@ -4,6 +4,9 @@ Validate check) and in the feedback, reported as its own fault id ``module-unava
 while the rest of the notebook is graded."""
 
 import json
+import shutil
+import subprocess
+import sys
 import textwrap
 
 import nbformat
@@ -12,7 +15,7 @@ import pytest
 from grader_tests import config, jail
 from grader_tests.core import grade_namespace
 from grader_tests.submission import UnavailableModule, load
-from tests.helpers import ROOT, correct_notebook
+from tests.helpers import ROOT, correct_notebook, kit_env
 
 SOURCE = ROOT / "source" / "attention" / "attention.ipynb"
 
@@ -118,3 +121,72 @@ def test_validate_names_a_function_that_uses_a_module_not_provided():
     assert namespace["before_grading"]("plain", 1.0) is None
     said = namespace["before_grading"]("deleted_function", 1.0)
     assert said and "deleted_function is not defined" in said
+
+
+# A module installed in the grading environment but not on the default list: a course
+# that wants it adds it to c.AttentionKit.allowed_modules.
+RICH_SOFTMAX = textwrap.dedent('''
+    import rich.text as rich_text
+
+    _softmax_without_rich = softmax
+
+
+    def softmax(scores, axis=-1):
+        rich_text.Text("softmax")  # uses the module; the values are the function's above
+        return _softmax_without_rich(scores, axis=axis)
+''')
+WIDER = "\nc.AttentionKit.allowed_modules = ['numpy', 'matplotlib', 'rich']\n"
+
+
+def _softmax_faults(record):
+    functions = record["report"]["functions"]
+    return functions["softmax"]["score"], {c["fault"] for c in functions["softmax"]["checks"]}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(jail.problem() is not None, reason="no jail here")
+def test_the_batch_grades_with_the_courses_list_wherever_it_runs(course, tmp_path):
+    """The batch reads the list from the course it grades, once, and hands it to every
+    grading process: a pool process started from another folder (and a Dask worker, which
+    has no course at all) grades with the course's list, not the default one."""
+    wide = tmp_path / "wide"
+    shutil.copytree(course, wide)
+    (wide / "nbgrader_config.py").write_text(
+        (wide / "nbgrader_config.py").read_text(encoding="utf-8") + WIDER, encoding="utf-8")
+    student = wide / "submitted" / "s_rich" / "attention"
+    student.mkdir(parents=True)
+    shutil.copy(_with_cells(tmp_path, {"softmax_solution": lambda src: src + RICH_SOFTMAX}),
+                student / "attention.ipynb")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(  # from a folder with no course: the default list would apply
+        [sys.executable, "-m", "grader_tests", "batch", str(wide / "submitted"), "--workers", "1"],
+        cwd=elsewhere, env=kit_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((wide / "batch_log.jsonl").read_text().splitlines()[-1])
+    assert record["student"] == "s_rich" and record["flags"] == []
+    score, faults = _softmax_faults(record)
+    assert score == record["report"]["functions"]["softmax"]["max_score"], faults
+
+
+@pytest.mark.skipif(jail.problem() is not None, reason="no jail here")
+def test_a_dask_task_grades_with_the_list_the_coordinator_sends(tmp_path, monkeypatch):
+    """A Dask task's grading process reads no course configuration: the list is the one
+    the coordinator read from its course (sent with the task), whatever folder the
+    worker runs in; none sent means the default list."""
+    pytest.importorskip("distributed")
+    from grader_tests.dask_batch import grade_bytes
+
+    path = _with_cells(tmp_path, {"softmax_solution": lambda src: src + RICH_SOFTMAX})
+    data = open(path, "rb").read()
+    worker_folder = tmp_path / "worker"
+    worker_folder.mkdir()
+    (worker_folder / "nbgrader_config.py").write_text("c = get_config()" + WIDER)
+    monkeypatch.chdir(worker_folder)  # a worker's folder that happens to hold a course
+    sent = grade_bytes("s_rich", "attention.ipynb", data, time_limit=300,
+                       allowed_modules=("numpy", "matplotlib", "rich"))
+    score, faults = _softmax_faults(sent)
+    assert score == sent["report"]["functions"]["softmax"]["max_score"], faults
+    unsent = grade_bytes("s_rich", "attention.ipynb", data, time_limit=300)
+    score, faults = _softmax_faults(unsent)
+    assert score == 0 and faults == {"module-unavailable"}

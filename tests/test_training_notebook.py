@@ -93,6 +93,14 @@ def test_gate_opens_on_working_functions(tmp_path, monkeypatch, capsys):
     assert np.allclose(ns["softmax"](x), [[0.25, 0.75]])
 
 
+def closed_gate_message(ns: dict) -> str:
+    """Run the gate cell in ``ns``; it must raise the notebook's ``GateClosed``: its message."""
+    with pytest.raises(Exception) as info:
+        run_gate(ns)
+    assert type(info.value).__name__ == "GateClosed"
+    return str(info.value)
+
+
 def test_gate_closes_and_names_the_failing_function(tmp_path, monkeypatch):
     def drop_mean_term(src):
         assert "- dxhat.mean(axis=-1, keepdims=True)" in src
@@ -101,11 +109,8 @@ def test_gate_closes_and_names_the_failing_function(tmp_path, monkeypatch):
     broken = {"layer_norm_backward_solution": drop_mean_term}
     monkeypatch.chdir(make_course(tmp_path, broken))
     monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
-    ns = {"__name__": "__main__"}
-    with pytest.raises(Exception) as info:
-        run_gate(ns)
-    assert type(info.value).__name__ == "GateClosed"
-    message = str(info.value)
+    ns: dict = {"__name__": "__main__"}
+    message = closed_gate_message(ns)
     assert "layer_norm_backward" in message and "1 of 15" in message
     with pytest.raises(Exception, match="run the first cell"):  # later cells stop too
         ns["require_gate"]()
@@ -144,11 +149,8 @@ def test_gate_never_falls_back_to_the_reference_when_the_notebook_is_missing(tmp
     monkeypatch.chdir(make_course(tmp_path))
     (tmp_path / "attention" / "attention.ipynb").unlink()         # fetched training only
     monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
-    ns = {"__name__": "__main__"}
-    with pytest.raises(Exception) as info:
-        run_gate(ns)
-    assert type(info.value).__name__ == "GateClosed"
-    message = str(info.value)
+    ns: dict = {"__name__": "__main__"}
+    message = closed_gate_message(ns)
     assert "The gate is closed: it could not find your attention notebook" in message
     assert str(tmp_path / "attention" / "attention.ipynb") in message
     assert "%env ATTENTION_NOTEBOOK=" in message
