@@ -1,26 +1,26 @@
 """Rebuild every generated file of the course, in the order they depend on each other.
 
 1. ``source/attention/attention.ipynb`` from ``notebooks/attention.py`` and
-   ``solutions/attention.py`` (``tools/build_notebooks.py``); in a course in another
+   ``solutions/attention.py`` (``authoring/build_notebooks.py``); in a course in another
    language than English, beside it ``kit_messages.mo``, the catalogue of the messages of
    the notebooks' code (the visible tests, the Validate helpers, the gate) in that
-   language, from the kit's gettext catalogue (``tools.i18n.kernel_catalogue``), which
+   language, from the kit's gettext catalogue (``authoring.i18n.kernel_catalogue``), which
    step 2 writes beside the training notebook too and nbgrader releases with each;
 2. ``source/training/training.ipynb`` from ``notebooks/training.py`` and
-   ``solutions/training.py`` (``tools/build_training_notebook.py``); its gate holds the
+   ``solutions/training.py`` (``authoring/build_training_notebook.py``); its gate holds the
    SHA-256 of the attention notebook's setup and visible-test cells, so it is rebuilt after
    step 1 wrote them;
 3. ``release/attention/`` and ``release/training/``: what ``nbgrader generate_assignment``
    makes of each source, run in a temporary copy of the course (its own gradebook: the
    instructor's ``gradebook.db`` is neither read nor written);
 4. ``example/submitted/``, the example class, written from the attention release
-   (``tools/make_submissions.py``).
+   (``authoring/make_submissions.py``).
 
 The notebooks are written in the course's language, ``c.AttentionKit.language`` of
 ``nbgrader_config.py`` (``"en"``, the default, or ``"it"``): steps 1 and 2 read
 ``notebooks/<assignment>.py`` in English, ``notebooks/it/<assignment>.py`` in Italian, a
 translation that must have the English document's cells exactly
-(``tools/notebook_language.py``), or the build stops naming the cell. Any other value of the
+(``authoring/notebook_language.py``), or the build stops naming the cell. Any other value of the
 setting stops the build before anything is written. In an English course each translation
 is still compared with the English documents, and one out of step is reported (it would
 stop the build of a course in that language), without failing the build.
@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import functools
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,12 +49,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from tools import build_notebooks, build_training_notebook
-from tools import make_submissions
-from tools.notebook_language import (DEFAULT_LANGUAGE, LANGUAGES, check_same_structure,
-                                     course_language, document_path)
-from tools.demo import nbgrader
-from tools.notebook_cells import KERNEL_CATALOGUE
+from authoring import build_notebooks, build_training_notebook
+from authoring import make_submissions
+from authoring.notebook_language import (DEFAULT_LANGUAGE, LANGUAGES, check_same_structure,
+                                         course_language, document_path)
+from authoring.notebook_cells import KERNEL_CATALOGUE
+from grader_tests.config import nbgrader_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = ("attention", "training")
@@ -89,8 +90,10 @@ def generated_release(assignment: str, scratch: Path) -> dict[str, bytes]:
     shutil.copytree(ROOT / "source" / assignment, course / "source" / assignment,
                     ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints",
                                                   "__pycache__"))
-    done = nbgrader(course, "generate_assignment", assignment, "--force",
-                    timeout=NBGRADER_TIMEOUT)
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", assignment,
+                           "--force"], cwd=course, env=nbgrader_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=NBGRADER_TIMEOUT,
+                          check=False)
     if done.returncode != 0:
         raise Stale(f"nbgrader generate_assignment {assignment} failed (exit "
                     f"{done.returncode}):\n{done.stdout[-3000:]}")
@@ -100,14 +103,14 @@ def generated_release(assignment: str, scratch: Path) -> dict[str, bytes]:
 def kernel_files(language: str) -> dict[str, bytes | None]:
     """The files shipped beside each source notebook for its code's messages, by name:
     in a course in another language than English, the catalogue of the notebooks' code
-    (``tools.i18n.kernel_catalogue``); in English none (None: the file must not be there).
+    (``authoring.i18n.kernel_catalogue``); in English none (None: the file must not be there).
 
     Raises:
         ValueError: a message of the notebooks' code is not translated into ``language``.
     """
     if language == DEFAULT_LANGUAGE:
         return {KERNEL_CATALOGUE: None}
-    from tools.i18n import kernel_catalogue  # (Babel: only for a translated course)
+    from authoring.i18n import kernel_catalogue  # (Babel: only for a translated course)
 
     return {KERNEL_CATALOGUE: kernel_catalogue(language)}
 

@@ -37,16 +37,16 @@ PACKAGE = ROOT / "grader_tests"
 # instructor's tools that print for people; and the code that runs in the student's kernel,
 # whose messages are ``tr()``: the Validate helpers, the visible tests of the English
 # notebook documents (the translations' are the same cells) and the training gate.
-SOURCES = ("grader_tests/**/*.py", "tools/unlock_training.py", "tools/demo.py",
+SOURCES = ("grader_tests/**/*.py", "tools/demo.py",
            "notebooks/validate_helpers.py", "notebooks/attention.py", "notebooks/training.py",
-           "tools/build_training_notebook.py")
+           "authoring/build_training_notebook.py")
 KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "tr": None}
 # Code kept as a string constant and written into a notebook by a builder (the training
 # gate): (file, name of the constant). Its messages are extracted from the string's text.
-EMBEDDED = (("tools/build_training_notebook.py", "GATE_TEMPLATE"),)
+EMBEDDED = (("authoring/build_training_notebook.py", "GATE_TEMPLATE"),)
 # The code that runs in the student's kernel, where the kit's package may not be: its
 # messages (``tr()``) are shipped beside each notebook of a course in another language, as
-# the catalogue ``tools.notebook_cells.KERNEL_CATALOGUE`` (``kernel_catalogue``), which
+# the catalogue ``authoring.notebook_cells.KERNEL_CATALOGUE`` (``kernel_catalogue``), which
 # the Validate helpers read.
 KERNEL_SOURCES = ("notebooks/validate_helpers.py", "notebooks/attention.py",
                   "notebooks/training.py")
@@ -145,7 +145,7 @@ def kernel_catalogue(lang: str) -> bytes:
     """The compiled catalogue of the messages that run in the student's kernel
     (``tr()`` in ``KERNEL_SOURCES`` and ``EMBEDDED``), in ``lang``, from its ``.po``: only
     those messages (nothing of the graders' is handed to students). The builders write it
-    as ``tools.notebook_cells.KERNEL_CATALOGUE`` beside each notebook of a course in
+    as ``authoring.notebook_cells.KERNEL_CATALOGUE`` beside each notebook of a course in
     ``lang``.
 
     Args:

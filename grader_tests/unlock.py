@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """The instructor's gate: release assignment `training` to the students who passed `attention`.
 
 nbgrader releases an assignment to the whole class at once; this command releases
@@ -32,7 +31,8 @@ grades arrive: a student already recorded in the ledger is never released twice 
 folder is left as it is, even if the release changed since; ``--dry-run`` shows what would
 happen without writing anything).
 
-Usage, from the course root (the repository root)::
+Usage, from the course root (the repository root); ``python -m grader_tests unlock`` is the
+same command::
 
     python tools/unlock_training.py                      # threshold: full marks
     python tools/unlock_training.py --threshold 90       # at least 90 points
@@ -70,15 +70,10 @@ LEDGER = "unlocked.json"
 # ``("percent", x)``.
 Threshold = tuple[str, float | None]
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the kit's packages sit beside tools/
-    sys.path.insert(0, str(ROOT))
-
-from grader_tests.batch import alembic_on_path  # noqa: E402
-from grader_tests.config import course_config  # noqa: E402
-from grader_tests.core import POINTS, grade_id  # noqa: E402
-from grader_tests.i18n import (ArgumentParser, _, course_language,  # noqa: E402
-                               folder_language, ngettext, use_language)
+from .batch import alembic_on_path
+from .config import course_config
+from .core import POINTS, grade_id
+from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).
 HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
@@ -440,10 +435,11 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
     return newly, already, locked
 
 
-def command_parser() -> argparse.ArgumentParser:
+def command_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser, its help in the current language
-    (``grader_tests.i18n.use_language``)."""
-    parser = ArgumentParser(description=_("The instructor's gate: release assignment "
+    (``grader_tests.i18n.use_language``); ``prog`` names the command in its usage (None:
+    the script's file name, ``unlock_training.py``)."""
+    parser = ArgumentParser(prog=prog, description=_("The instructor's gate: release assignment "
                                           "`training` to the students who passed "
                                           "`attention`."))
     parser.add_argument("--threshold", default="full",
@@ -471,10 +467,13 @@ def command_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line (``python tools/unlock_training.py``); returns the exit status."""
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The command line (``python tools/unlock_training.py``, ``python -m grader_tests
+    unlock``) on ``argv`` (default ``sys.argv[1:]``), its usage naming ``prog``; returns the
+    exit status: 0 ran (whoever was unlocked), 2 the gradebook or the release cannot be used
+    (argparse's 2 for a bad option)."""
     with use_language(folder_language(os.getcwd())):  # the help in the course's language
-        parser = command_parser()
+        parser = command_parser(prog)
         args = parser.parse_args(argv)
     try:  # the report's language: the course's setting (the --root course's, else here)
         language = course_language(args.root or os.getcwd())
@@ -569,6 +568,3 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"  {v['student']:42s} {v['reason']}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
