@@ -227,7 +227,7 @@ c.AttentionKit.allow_unjailed = False
 # The third-party modules a student's code may import when graded (Python's standard
 # library always may). An import of anything else is reported as `module-unavailable` and
 # the rest is graded; the notebooks state this list and Validate checks it (rebuild the
-# notebooks with `python tools/build_notebooks.py` after changing it).
+# notebooks with `python -m authoring.build_notebooks` after changing it).
 c.AttentionKit.allowed_modules = ["numpy", "matplotlib"]
 # The language of the released notebooks: "en" (English) or "it" (Italian). Each notebook
 # is written once per language (notebooks/attention.py, notebooks/it/attention.py, ...),

@@ -3,7 +3,7 @@
     python bench/batch_bench.py [--submissions N]
 
 Builds a temporary course (``nbgrader generate_assignment attention``), writes N
-submissions, copies of the example class of ``tools/make_submissions.py`` taken in turn
+submissions, copies of the example class of ``authoring/make_submissions.py`` taken in turn
 (default 48, six copies of the 8 students: about two minutes with one worker on this
 machine class; issue 7 asks for 200 when there is time), and grades them with
 ``python -m grader_tests batch --scheduler`` (in this process, ``batch.run``) on a local
@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 
 from grader_tests import batch  # noqa: E402
 from tests import services  # noqa: E402
-from tools import make_submissions  # noqa: E402
+from authoring import make_submissions  # noqa: E402
 
 TARGET_SPEEDUP = 1.7
 

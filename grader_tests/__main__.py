@@ -3,6 +3,7 @@
     python -m grader_tests grade PATH [--json] [--only NAME ...] [--in-process]
     python -m grader_tests batch [SUBMITTED] [--workers N] ...   (see batch.py)
     python -m grader_tests dashboard [--root COURSE] [--assignment A]   (see dashboard.py)
+    python -m grader_tests unlock [--threshold T] [--collect] ...   (see unlock.py)
 
 PATH is a filled-in notebook or a ``.py`` module defining the names of docs/contract.md §2
 (assignment `attention`), or a filled-in `training` notebook (recognised by its gate cell;
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         from .dashboard import main as dashboard_main
 
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "unlock":
+        from .unlock import main as unlock_main
+
+        return unlock_main(argv[1:], prog="python -m grader_tests unlock")
     with use_language(folder_language(os.getcwd())):  # the help in the course's language
         args = parser().parse_args(argv)
     with use_language(args.language or course_language(os.getcwd())):
@@ -94,6 +99,9 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dashboard", help=_("write the class dashboard (HTML, PNG and SVG "
                                            "figures) from the gradebook"), add_help=False)
     d.add_argument("rest", nargs=argparse.REMAINDER)
+    u = sub.add_parser("unlock", help=_("release assignment training to the students whose "
+                                        "attention grade is high enough"), add_help=False)
+    u.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 

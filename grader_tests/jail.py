@@ -259,9 +259,11 @@ def python_roots() -> list[str]:
 
 
 def kit_packages() -> list[str]:
-    """Folders of the kit's own packages (``solutions``, ``grader_tests``)."""
+    """Folders of the kit's own packages (``grader_tests``, ``solutions``, and
+    ``authoring``, whose builders read the reference solutions)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return [here, os.path.join(os.path.dirname(here), "solutions")]
+    return [here] + [os.path.join(os.path.dirname(here), name)
+                     for name in ("solutions", "authoring")]
 
 
 def _limits_preexec(limits: Limits, keep_fds: tuple[int, ...]):

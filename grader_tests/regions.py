@@ -1,6 +1,6 @@
 """nbgrader's solution regions: the lines between ``### BEGIN SOLUTION`` and
 ``### END SOLUTION`` in a reference function or a solution cell, which nbgrader replaces by
-its stub in what students receive (``tools/make_submissions.py`` fills them back in; the
+its stub in what students receive (``authoring/make_submissions.py`` fills them back in; the
 release tests prove that none of their lines shows in a release or a feedback page)."""
 
 from __future__ import annotations

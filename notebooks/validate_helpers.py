@@ -1,7 +1,7 @@
 ## Given code both notebooks share: the Validate helpers of the attention notebook's setup
 ## cell and of the training notebook's gate. The builders insert this file, less these
 ## `##` lines, where a document says `# {{ validate_helpers }}` (the gate through
-## tools/build_training_notebook.py's gate_source), with the three `{{ ... }}` values filled in.
+## authoring/build_training_notebook.py's gate_source), with the three `{{ ... }}` values filled in.
 # The messages of these cells in the course's language: the catalogue kit_messages.mo that
 # the kit ships beside the notebook in a course that is not in English (without it, the
 # messages as written here).

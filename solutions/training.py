@@ -26,7 +26,7 @@ forward and backward). The same code therefore trains on a student's functions i
 notebook and on the reference here, and a grader can swap one piece for the reference
 (fault isolation).
 
-**Notebook.** ``tools/build_training_notebook.py`` copies the functions of this module
+**Notebook.** ``authoring/build_training_notebook.py`` copies the functions of this module
 into ``source/training/training.ipynb``: each function with a ``### BEGIN SOLUTION`` /
 ``### END SOLUTION`` region becomes a stub for the students, the others are given code.
 

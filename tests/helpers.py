@@ -2,7 +2,8 @@
 reference, the environment of the kit's commands, and a course folder with an assignment
 released. The fixtures built on these are in ``tests/conftest.py``.
 
-Nothing here imports from ``tools/``: the tests run the tools as commands, never as modules.
+Nothing here imports from ``tools/``: the tests run the tools as commands, never as modules
+(their code is in the packages ``authoring`` and ``grader_tests``).
 """
 
 # No ``from __future__ import annotations`` here: ``compile`` would pass it on to the
@@ -259,17 +260,6 @@ def new_gradebooks_quickly() -> Iterator[None]:
 
 
 # --- the unlock command's tests (test_training_unlock.py, test_exchange.py) ----------------
-
-
-def unlock_module():
-    """tools/unlock_training.py as a module (tools/ is not an installed package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("unlock_training",
-                                                  ROOT / "tools" / "unlock_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def open_gradebook(path):

@@ -321,8 +321,7 @@ def test_lookup_notebook_neither_scores_in_the_gradebook_nor_opens_the_gate(cour
 
     from nbgrader.api import Gradebook
 
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from unlock_training import decide, parse_threshold
+    from grader_tests.unlock import decide, parse_threshold
 
     source = _lookup_source(tmp_path, (RECORDER, RECORD_IN_PROCESS))
     release = nbformat.read(str(course / "release" / "attention" / "attention.ipynb"), 4)

@@ -38,7 +38,7 @@ pytestmark = [
                               "installs Debian's postgresql)"),
 ]
 
-# A few students of the example class (tools/make_submissions.py), with different faults.
+# A few students of the example class (authoring/make_submissions.py), with different faults.
 STUDENTS = ("student_correct", "student_mask_after_softmax", "student_heads_merged_wrong",
             "student_all_stubs", "student_softmax_infinite_loop")
 RUN_LIMIT = 600  # seconds any one command of these tests may take

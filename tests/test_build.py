@@ -26,8 +26,8 @@ import pytest
 from tests.helpers import ROOT
 
 # What a copy of the course needs for the builders and for build_all.
-COURSE_FILES = ("tools", "notebooks", "solutions", "grader_tests", "source", "release",
-                "example", "nbgrader_config.py")
+COURSE_FILES = ("tools", "authoring", "notebooks", "solutions", "grader_tests", "source",
+                "release", "example", "nbgrader_config.py")
 
 
 def run(cwd, *args, timeout=900):
@@ -48,9 +48,9 @@ def copy_course(target, entries=COURSE_FILES):
     return target
 
 
-@pytest.mark.parametrize("builder", ["build_notebooks.py", "build_training_notebook.py"])
+@pytest.mark.parametrize("builder", ["build_notebooks", "build_training_notebook"])
 def test_each_builder_finds_its_committed_notebook_current(builder):
-    done = run(ROOT, f"tools/{builder}", "--check", timeout=300)
+    done = run(ROOT, "-m", f"authoring.{builder}", "--check", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "is up to date." in done.stdout
 
@@ -101,10 +101,10 @@ SLOW = pytest.mark.slow
 ])
 def test_a_broken_document_stops_its_builder_naming_the_cell(tmp_path, document, old, new,
                                                               said):
-    course = copy_course(tmp_path, ("tools", "notebooks", "source", "nbgrader_config.py"))
+    course = copy_course(tmp_path, ("authoring", "notebooks", "source", "nbgrader_config.py"))
     edit(course / "notebooks" / document, old, new)
-    builder = "build_notebooks.py" if document == "attention.py" else "build_training_notebook.py"
-    done = run(course, f"tools/{builder}", timeout=300)
+    builder = "build_notebooks" if document == "attention.py" else "build_training_notebook"
+    done = run(course, "-m", f"authoring.{builder}", timeout=300)
     assert done.returncode != 0
     assert f"notebooks/{document}" in done.stderr and said in done.stderr, done.stderr[-3000:]
     # nothing written

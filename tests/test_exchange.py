@@ -295,9 +295,9 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     import stat
     import warnings
 
-    from tests.helpers import release_folder, set_scores, unlock_module
+    from grader_tests import unlock
+    from tests.helpers import release_folder, set_scores
 
-    unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the exchange should be")

@@ -20,7 +20,7 @@ from grader_tests.report import format_result
 from grader_tests.runner import grade_namespace
 from tests.catalogue import build_namespace
 from tests.catalogue.buggy import BUGS
-from tools import i18n as catalogues
+from authoring import i18n as catalogues
 
 BUG = next(b for b in BUGS if b.id == "sdpa-mask-after-softmax")
 
@@ -181,7 +181,7 @@ def test_english_report_is_the_code_text(both_languages):
 def test_unlock_report_in_italian():
     from types import SimpleNamespace
 
-    from tools import unlock_training as unlock
+    from grader_tests import unlock
 
     cells = sorted(unlock.HIDDEN_CHECKS)
 
@@ -203,7 +203,7 @@ def test_unlock_report_in_italian():
 
 
 def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
-    from tools import unlock_training as unlock
+    from grader_tests import unlock
 
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\nc.AttentionKit.language = 'it'\n"
@@ -232,9 +232,9 @@ def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
 
     from grader_tests.notebook import RESULT_MIME
     from tests.helpers import ROOT, graded_course
-    from tools import build_notebooks
-    from tools.build_all import kernel_files
-    from tools.notebook_cells import KERNEL_CATALOGUE
+    from authoring import build_notebooks
+    from authoring.build_all import kernel_files
+    from authoring.notebook_cells import KERNEL_CATALOGUE
 
     student = "student_mask_after_softmax"
     expected = json.loads((Path(ROOT) / "example" / "EXPECTED.json").read_text())[

@@ -300,7 +300,8 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
      "la cartella del corso (predefinita: quella corrente)"),
     ([str(ROOT / "tools" / "unlock_training.py"), "--help"],
      "solo il resoconto; non scrive nulla"),
-], ids=["grader_tests", "grade", "batch", "dashboard", "unlock_training"])
+    (["-m", "grader_tests", "unlock", "--help"], "uso: python -m grader_tests unlock "),
+], ids=["grader_tests", "grade", "batch", "dashboard", "unlock_training", "unlock"])
 def test_command_help_in_an_italian_course(tmp_path, command, expected):
     """Each command's ``--help`` run from an Italian course folder: argparse's own words
     and every option's help from the catalogue; from an English course, the code's text."""

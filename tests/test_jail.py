@@ -105,3 +105,29 @@ def test_a_killed_graders_temporary_folders_are_swept_and_a_live_ones_kept(tmp_p
     removed = jail.sweep_stale_folders(str(tmp_path))
     assert removed == [str(stale)] and not stale.exists()
     assert live.exists() and other.exists()
+
+
+def test_an_installed_kit_has_every_package_masked(monkeypatch):
+    """Installed non-editable (inside the Python environment the jail binds), each package
+    pyproject.toml installs is covered by an empty tmpfs: the graders, the reference
+    solutions and the authoring package that reads them."""
+    import tomllib
+
+    from tests.helpers import ROOT
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    installed = {name.split(".")[0] for name in
+                 pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert installed == {"grader_tests", "solutions", "authoring"}
+    folders = jail.kit_packages()
+    assert {os.path.basename(f) for f in folders} == installed
+    assert all(os.path.isfile(os.path.join(f, "__init__.py")) for f in folders)
+    # as if the kit sat inside the environment: every package folder is masked
+    monkeypatch.setattr(jail, "python_roots", lambda: [str(ROOT)])
+    args = jail.command(["python3", "-c", "pass"]).argv
+    masked = {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--tmpfs"}
+    assert set(folders) <= masked
+    # installed elsewhere (editable, as here): the checkout is not bound, nothing to mask
+    monkeypatch.setattr(jail, "python_roots", lambda: ["/nonexistent-env"])
+    args = jail.command(["python3", "-c", "pass"]).argv
+    assert not set(folders) & {args[i + 1] for i, a in enumerate(args[:-1]) if a == "--tmpfs"}

@@ -1,4 +1,4 @@
-"""The notebooks in the course's language (``c.AttentionKit.language``, ``tools/notebook_language.py``).
+"""The notebooks in the course's language (``c.AttentionKit.language``, ``authoring/notebook_language.py``).
 
 * each Italian document (``notebooks/it/``) has the English document's cells: the same ids,
   types, nbgrader metadata and tags, placeholders, and the same code in every solution,
@@ -29,11 +29,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import build_notebooks, build_training_notebook, make_submissions
-from tools.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
-from tools.notebook_cells import KERNEL_CATALOGUE
-from tools.notebook_language import (check_same_structure, course_language, document_path,
-                                     points_label)
+from authoring import build_notebooks, build_training_notebook, make_submissions
+from authoring.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
+from authoring.notebook_cells import KERNEL_CATALOGUE
+from authoring.notebook_language import (check_same_structure, course_language,
+                                         document_path, points_label)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILDERS = {"attention": build_notebooks, "training": build_training_notebook}
@@ -235,8 +235,8 @@ def test_the_language_is_a_setting_of_the_course(tmp_path):
 def test_build_all_stops_on_an_unknown_language_before_writing(tmp_path):
     from tests.test_build import copy_course, run
 
-    course = copy_course(tmp_path, ("tools", "notebooks", "solutions", "grader_tests",
-                                    "source", "nbgrader_config.py"))
+    course = copy_course(tmp_path, ("tools", "authoring", "notebooks", "solutions",
+                                    "grader_tests", "source", "nbgrader_config.py"))
     config = course / "nbgrader_config.py"
     config.write_text(replace_once(config.read_text(encoding="utf-8"),
                                    'c.AttentionKit.language = "en"',
@@ -378,7 +378,7 @@ def test_the_training_gate_holds_the_digests_of_the_attention_notebook_of_its_la
 def test_build_all_of_an_english_course_notes_a_translation_out_of_step(tmp_path, monkeypatch):
     import io
 
-    import tools.build_all as build_all
+    import authoring.build_all as build_all
 
     broken = tmp_path / "attention.py"
     broken.write_text(replace_once(document_path("attention", "it").read_text(encoding="utf-8"),

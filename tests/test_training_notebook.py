@@ -27,7 +27,7 @@ ATTENTION_NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
 
 @pytest.mark.slow  # the fast lane runs the same command in test_build.py
 def test_notebook_is_current():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_training_notebook.py"),
+    result = subprocess.run([sys.executable, "-m", "authoring.build_training_notebook",
                              "--check"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert result.returncode == 0, result.stderr
 

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from tests.helpers import ROOT, release_folder, set_scores, unlock_module
+from grader_tests import unlock
+from tests.helpers import ROOT, release_folder, set_scores
 
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 
@@ -17,7 +18,6 @@ NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
 
 
 def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks, capsys):
-    unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
     full = unlock.parse_threshold("full")
     with warnings.catch_warnings():
@@ -58,7 +58,6 @@ def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks,
 
 
 def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
-    unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -79,7 +78,6 @@ def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebook
     """A notebook flagged in the gradebook, or a hidden-check cell waiting for a manual
     grade, keeps the gate closed at 100 / 100 and the report says why (a submission not
     graded at all is still "not graded yet")."""
-    unlock = unlock_module()
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
     full = unlock.parse_threshold("full")
     with warnings.catch_warnings():

@@ -15,7 +15,7 @@ step is nbgrader's own, configured by the course's ``nbgrader_config.py``:
 2. ``nbgrader generate_assignment attention --force``: writes ``release/attention/``
    (committed; ``tests/test_release.py`` proves it current) and records the assignment,
    its notebook and its cells in the gradebook; in the example course, the due date
-   ``tools.make_submissions.DUE_DATE`` is recorded with it (what ``nbgrader db assignment
+   ``authoring.make_submissions.DUE_DATE`` is recorded with it (what ``nbgrader db assignment
    add attention --duedate=...`` does), so that nbgrader's late penalty applies to the
    submissions whose ``timestamp.txt`` is later;
 3. every folder of ``submitted/`` becomes a student of the gradebook;
@@ -449,14 +449,15 @@ def print_summary(counts: dict[str, int], n_students: int) -> None:
 
 
 def open_training_gate(root: Path, coursedir: Any) -> list[str] | None:
-    """Step 8: ``tools/unlock_training.py with its default threshold (full marks):
+    """Step 8: ``tools/unlock_training.py`` (``grader_tests.unlock``) with its default
+    threshold (full marks):
     release `training` to the students whose `attention` grade allows it; print who is
     unlocked and who is not, and why.
 
     Returns:
         sorted list of the students unlocked (None when ``release/training/`` is absent).
     """
-    from tools import unlock_training
+    from grader_tests import unlock as unlock_training
 
     release = Path(coursedir.format_path(coursedir.release_directory, ".", "training"))
     if not (release / "training.ipynb").is_file():
@@ -540,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"demo: no submissions under {root / 'submitted'} "
                          "(python -m tools.make_submissions writes the example class)")
     if example:
-        from tools.make_submissions import DUE_DATE
+        from authoring.make_submissions import DUE_DATE
 
         record_due_date(coursedir, DUE_DATE)
         log(f"gradebook: due date {DUE_DATE}")

@@ -34,8 +34,8 @@ as nbformat 4.5 with the ``python3`` kernelspec, and no cell carries outputs.
 Usage, from the repository root (``python -m tools.build_all`` builds the attention notebook
 first, then this one, then what depends on them)::
 
-    python tools/build_training_notebook.py          # (re)write the notebook
-    python tools/build_training_notebook.py --check  # exit 1 if the committed one is stale
+    python -m authoring.build_training_notebook          # (re)write the notebook
+    python -m authoring.build_training_notebook --check  # exit 1 if the committed one is stale
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ from grader_tests.checks_training import POINTS_TRAINING  # noqa: E402
 from grader_tests.config import allowed_modules  # noqa: E402
 from solutions import attention as attention_reference  # noqa: E402
 from solutions import training as reference  # noqa: E402
-from tools import notebook_cells  # noqa: E402
-from tools.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
-                                  graded_names, name_list, notebook_from_document,
-                                  validate_helpers, write_or_check)
-from tools.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
-                                     points_label)
+from authoring import notebook_cells  # noqa: E402
+from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
+                                      graded_names, name_list, notebook_from_document,
+                                      validate_helpers, write_or_check)
+from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
+                                         points_label)
 
 DOCUMENT = DOCUMENTS / "training.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
@@ -159,7 +159,7 @@ def attention_fingerprints(language: str | None = None) -> dict[str, str]:
     if language is None or language == course_language(ROOT):
         notebook = json.loads(ATTENTION_NOTEBOOK.read_text(encoding="utf-8"))
     else:
-        from tools import build_notebooks
+        from authoring import build_notebooks
 
         notebook = json.loads(build_notebooks.render(language).decode("utf-8"))
     cells = {}
@@ -423,7 +423,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
 
     Raises:
         ValueError: for an unknown language, a translation whose cells are not the
-            English document's (``tools.notebook_language.check_same_structure``), if the
+            English document's (``authoring.notebook_language.check_same_structure``), if the
             document is malformed (``notebook_from_document``), its graded functions are
             not ``GRADED`` in that order, each as a text, a solution, a visible test and a
             hidden cell with the numbered heading, its first cell is not the gate, or a
@@ -481,7 +481,7 @@ def render(language: str | None = None) -> bytes:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (see the module's docstring); returns the exit status."""
     return write_or_check(argv, __doc__.split("\n\n")[0], NOTEBOOK, ROOT, render(),
-                          "python tools/build_training_notebook.py",
+                          "python -m authoring.build_training_notebook",
                           "notebooks/training.py, solutions/training.py, the "
                           "attention notebook's visible tests or POINTS_TRAINING")
 

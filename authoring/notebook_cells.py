@@ -7,8 +7,8 @@ A notebook's text and given cells live in a jupytext "percent" document under
 the cell's nbgrader metadata (less the points of a graded cell, stamped by the builder),
 and ``{{ key }}`` / ``{{ key: arguments }}`` marks text the builder computes. A line that
 is only ``# {{ key: ... }}`` in a code cell is replaced whole, so the document stays valid
-Python. ``tools/build_notebooks.py`` (assignment `attention`) and
-``tools/build_training_notebook.py`` (assignment `training`) build their notebooks with
+Python. ``authoring/build_notebooks.py`` (assignment `attention`) and
+``authoring/build_training_notebook.py`` (assignment `training`) build their notebooks with
 these helpers, so both follow the same conventions: every cell has nbgrader metadata
 (schema 3) and an id equal to its grade id; only solution cells are unlocked; a solution
 cell holds exactly one ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region.
@@ -30,7 +30,7 @@ DOCUMENTS = ROOT / "notebooks"
 VALIDATE_HELPERS = DOCUMENTS / "validate_helpers.py"
 # The catalogue of the messages of the notebooks' code (``tr()`` of the Validate helpers),
 # shipped beside each notebook of a course in another language than English; the helpers
-# open it by this name (``tools.i18n.kernel_catalogue`` writes it).
+# open it by this name (``authoring.i18n.kernel_catalogue`` writes it).
 KERNEL_CATALOGUE = "kit_messages.mo"
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"

@@ -48,7 +48,7 @@ WORDS: Mapping[str, Mapping[str, str]] = {
            "exercise_decoder_budget": "Esercizio 2 (budget del decoder)"},
 }
 
-# ``{{ key }}`` / ``{{ key: args }}`` anywhere in a cell (tools/notebook_cells.py's syntax).
+# ``{{ key }}`` / ``{{ key: args }}`` anywhere in a cell (authoring/notebook_cells.py's syntax).
 PLACEHOLDER = re.compile(r"\{\{ (\w+)(?:: ([^{}\n]*?))? \}\}")
 
 

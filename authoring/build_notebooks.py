@@ -23,8 +23,8 @@ cell carries outputs or execution counts.
 Usage, from the repository root (``python -m tools.build_all`` runs this and everything
 that depends on the notebook)::
 
-    python tools/build_notebooks.py          # (re)write source/attention/attention.ipynb
-    python tools/build_notebooks.py --check  # exit 1 if the committed notebook is stale
+    python -m authoring.build_notebooks          # (re)write source/attention/attention.ipynb
+    python -m authoring.build_notebooks --check  # exit 1 if the committed notebook is stale
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ import nbformat  # noqa: E402
 from grader_tests.config import allowed_modules  # noqa: E402
 from grader_tests.core import POINTS  # noqa: E402
 from solutions import attention as reference  # noqa: E402
-from tools.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
-                                  graded_names, notebook_from_document, validate_helpers,
-                                  write_or_check)
-from tools.notebook_cells import render as _render  # noqa: E402
-from tools.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
-                                     points_label)
+from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
+                                      graded_names, notebook_from_document, validate_helpers,
+                                      write_or_check)
+from authoring.notebook_cells import render as _render  # noqa: E402
+from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
+                                         points_label)
 
 DOCUMENT = DOCUMENTS / "attention.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
@@ -102,7 +102,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
 
     Raises:
         ValueError: for an unknown language, a translation whose cells are not the
-            English document's (``tools.notebook_language.check_same_structure``), if the
+            English document's (``authoring.notebook_language.check_same_structure``), if the
             document is malformed (``notebook_from_document``), its functions are not
             those of ``solutions.attention.SPEC_FUNCTIONS`` in that order, each as a text,
             a solution, a visible test and a hidden cell with the numbered heading, or a
@@ -151,7 +151,7 @@ def render(language: str | None = None) -> bytes:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (see the module's docstring); returns the exit status."""
     return write_or_check(argv, __doc__.split("\n\n")[0], NOTEBOOK, ROOT, render(),
-                          "python tools/build_notebooks.py",
+                          "python -m authoring.build_notebooks",
                           "notebooks/attention.py, solutions/attention.py and "
                           "grader_tests.core.POINTS")
 
