@@ -169,6 +169,7 @@ def test_the_batch_grades_with_the_courses_list_wherever_it_runs(course, tmp_pat
     assert score == record["report"]["functions"]["softmax"]["max_score"], faults
 
 
+@pytest.mark.slow  # two jailed gradings of a whole notebook
 @pytest.mark.skipif(jail.problem() is not None, reason="no jail here")
 def test_a_dask_task_grades_with_the_list_the_coordinator_sends(tmp_path, monkeypatch):
     """A Dask task's grading process reads no course configuration: the list is the one
