@@ -10,12 +10,13 @@ English (``"en"``, the default) is written in ``notebooks/<assignment>.py``; eve
 language in ``notebooks/<language>/<assignment>.py``, a jupytext percent document with
 exactly the English document's cells (``notebooks/README.md``). What may differ between
 the two is the teaching text: the markdown cells, the comments and docstrings, and the
-strings that the given code cells print (table headers, labels). Everything nbgrader and
-the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and tags,
-the placeholders, and the whole text of the setup, solution, visible-test and graded cells
-(byte for byte: the training gate's digests of the attention notebook's setup and visible
-tests, and the graders' reading of the cells the kit hands out, are then the same in
-every language). A
+strings that the given code cells print (table headers, labels), and the stubs'
+docstrings (``notebooks/<language>/docstrings.py``, ``with_docstring``). Everything nbgrader
+and the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and
+tags, the placeholders, the whole text of the setup cell, and the code, strings and
+``###`` lines of the solution, visible-test and graded cells (their comments and leading
+docstring are the language's; the training gate of each language holds the digests of its
+own attention notebook's setup and visible tests). A
 translated document that is missing a cell, has one more, or changes any of these stops
 the build with a message naming the document and the cell (``check_same_structure``): an
 Italian notebook never silently keeps English text, nor differs in what is graded.
@@ -179,7 +180,8 @@ def check_same_structure(english: Path, translated: Path) -> None:
 
     Same: the cells' ids (grade ids), in order; their types; their metadata (nbgrader's,
     points and tags included); the placeholders of each cell, in order; the whole text of
-    the setup cell and of every solution, visible-test and graded cell; the code of every
+    the setup cell; the code, strings and marker lines of every solution, visible-test and
+    graded cell, its comments and the docstring it starts with aside; the code of every
     other code cell with its comments, docstrings and the text of its strings aside (a
     printed label may be translated, not what is computed).
 
