@@ -334,7 +334,8 @@ def with_docstring(source: str, language: str) -> str:
     if check_language(language) == DEFAULT_LANGUAGE:
         return source
     function = ast.parse(source).body[0]
-    if not isinstance(function, ast.FunctionDef) or _docstring_node(function) is None:
+    doc = _docstring_node(function) if isinstance(function, ast.FunctionDef) else None
+    if not isinstance(function, ast.FunctionDef) or doc is None:
         raise ValueError(f"{source.split(chr(10))[0]}: not a function with a docstring")
     name, shown = function.name, _shown(docstrings_path(language))
     table = translated_docstrings(language)
@@ -346,7 +347,6 @@ def with_docstring(source: str, language: str) -> str:
         raise ValueError(f"{shown}: {name}'s signature differs from the one in solutions/ "
                          "(copy the signature of solutions/ and translate its docstring)")
     lines = source.split("\n")
-    doc = _docstring_node(function)
     if lines[doc.lineno - 1:doc.end_lineno] == doc_lines:
         raise ValueError(f"{shown}: {name}'s docstring is still the English one")
     return "\n".join(lines[:doc.lineno - 1] + doc_lines + lines[doc.end_lineno:])
