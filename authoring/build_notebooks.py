@@ -10,7 +10,8 @@ The notebook is generated, never edited by hand:
 * a solution cell that says ``# {{ solution: NAME }}`` holds the function ``NAME`` of
   ``solutions/attention.py``, copied whole (signature, docstring and the
   ``### BEGIN SOLUTION`` / ``### END SOLUTION`` region), so that module is the single source
-  of the reference solutions;
+  of the reference solutions; in another language than English its docstring is that
+  language's, from ``notebooks/<language>/docstrings.py``;
 * the points of the graded cells (``{{ points: NAME }}`` in a heading, ``{{ points_table }}``
   in the introduction) come from ``grader_tests.core.POINTS``; ``{{ allowed_modules }}``
   and the setup cell's ``# {{ validate_helpers }}`` (``notebooks/validate_helpers.py``) from
@@ -48,7 +49,7 @@ from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  
                                       write_or_check)
 from authoring.notebook_cells import render as _render  # noqa: E402
 from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
-                                         points_label)
+                                         points_label, with_docstring)
 
 DOCUMENT = DOCUMENTS / "attention.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "attention" / "attention.ipynb"
@@ -123,7 +124,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
         "allowed_modules": lambda _: ", ".join(f"`{m}`" for m in modules),
         "points": lambda name: points_label(POINTS[name], language),
         "validate_helpers": lambda _: validate_helpers(parts, modules),
-        "solution": function_source,
+        "solution": lambda name: with_docstring(function_source(name), language),
     }, POINTS, "grader_tests")
     ids = [cell.id for cell in nb.cells]
     for number, name in enumerate(functions, start=1):

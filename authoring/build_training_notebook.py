@@ -22,7 +22,8 @@ The notebook is generated, never edited by hand:
   of failing functions if any fails;
 * a solution cell ``# {{ solution: NAME }}`` holds the function ``NAME`` of
   ``solutions/training.py``, which carries a ``### BEGIN SOLUTION`` / ``### END SOLUTION``
-  region, copied whole; a line ``# {{ given: NAMES }}`` the other (given) functions and
+  region, copied whole (in another language than English with that language's docstring,
+  from ``notebooks/<language>/docstrings.py``); a line ``# {{ given: NAMES }}`` the other (given) functions and
   classes of that module, copied whole, and ``# {{ constants: NAMES }}`` its module-level
   constants with their comments, so that module is the single source of the code;
 * the points of the graded cells (``{{ points: NAME }}`` in a heading, ``{{ points_table }}``
@@ -63,7 +64,7 @@ from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  
                                       graded_names, name_list, notebook_from_document,
                                       validate_helpers, write_or_check)
 from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
-                                         points_label)
+                                         points_label, with_docstring)
 
 DOCUMENT = DOCUMENTS / "training.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
@@ -444,7 +445,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
         "points": lambda name: points_label(POINTS_TRAINING[name], language),
         "constants": lambda args: constants(name_list(args)),
         "given": lambda args: given(*name_list(args)),
-        "solution": stub_source,
+        "solution": lambda name: with_docstring(stub_source(name), language),
     }, POINTS_TRAINING, "grader_tests.checks_training")
     cells = nb.cells
     if cells[0].id != "gate" or cells[0].cell_type != "code":

@@ -36,7 +36,7 @@ PACKAGE = ROOT / "grader_tests"
 # Where the marked messages are: the graders and every module of the package, the
 # instructor's tools that print for people; and the code that runs in the student's kernel,
 # whose messages are ``tr()``: the Validate helpers, the visible tests of the English
-# notebook documents (the translations' are the same cells) and the training gate.
+# notebook documents (the translations' have the same strings) and the training gate.
 SOURCES = ("grader_tests/**/*.py", "tools/demo.py",
            "notebooks/validate_helpers.py", "notebooks/attention.py", "notebooks/training.py",
            "authoring/build_training_notebook.py")

@@ -10,12 +10,13 @@ English (``"en"``, the default) is written in ``notebooks/<assignment>.py``; eve
 language in ``notebooks/<language>/<assignment>.py``, a jupytext percent document with
 exactly the English document's cells (``notebooks/README.md``). What may differ between
 the two is the teaching text: the markdown cells, the comments and docstrings, and the
-strings that the given code cells print (table headers, labels). Everything nbgrader and
-the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and tags,
-the placeholders, and the whole text of the setup, solution, visible-test and graded cells
-(byte for byte: the training gate's digests of the attention notebook's setup and visible
-tests, and the graders' reading of the cells the kit hands out, are then the same in
-every language). A
+strings that the given code cells print (table headers, labels), and the stubs'
+docstrings (``notebooks/<language>/docstrings.py``, ``with_docstring``). Everything nbgrader
+and the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and
+tags, the placeholders, the whole text of the setup cell, and the code, strings and
+``###`` lines of the solution, visible-test and graded cells (their comments and leading
+docstring are the language's; the training gate of each language holds the digests of its
+own attention notebook's setup and visible tests). A
 translated document that is missing a cell, has one more, or changes any of these stops
 the build with a message naming the document and the cell (``check_same_structure``): an
 Italian notebook never silently keeps English text, nor differs in what is graded.
@@ -145,6 +146,24 @@ def code_shape(source: str, words_free: bool) -> str:
     return ast.dump(tree, include_attributes=False)
 
 
+def _markers(source: str) -> list[str]:
+    """The lines of ``source`` that nbgrader or the builder reads: ``### ...`` markers and
+    ``# {{ ... }}`` placeholders."""
+    return [line.strip() for line in source.split("\n")
+            if line.strip().startswith(("###", "# {{"))]
+
+
+def _same_but_words(source: str, other: str) -> bool:
+    """Whether two versions of a solution, visible-test or graded cell differ only in their
+    comments and the docstring they start with: the same syntax tree (strings included:
+    a message's text is its key in the catalogue) and the same marker lines."""
+    try:
+        return code_shape(source, False) == code_shape(other, False) \
+            and _markers(source) == _markers(other)
+    except SyntaxError:
+        return False
+
+
 def _cells(path: Path) -> list[dict]:
     out = []
     for cell in jupytext.read(path, fmt="py:percent").cells:
@@ -161,7 +180,8 @@ def check_same_structure(english: Path, translated: Path) -> None:
 
     Same: the cells' ids (grade ids), in order; their types; their metadata (nbgrader's,
     points and tags included); the placeholders of each cell, in order; the whole text of
-    the setup cell and of every solution, visible-test and graded cell; the code of every
+    the setup cell; the code, strings and marker lines of every solution, visible-test and
+    graded cell, its comments and the docstring it starts with aside; the code of every
     other code cell with its comments, docstrings and the text of its strings aside (a
     printed label may be translated, not what is computed).
 
@@ -200,12 +220,19 @@ def check_same_structure(english: Path, translated: Path) -> None:
         if a["type"] != "code":
             continue
         tags = a["meta"].get("tags") or []
-        if a["nbgrader"].get("solution") or a["nbgrader"].get("grade") \
-                or "visible-test" in tags or "setup" in tags:
+        if "setup" in tags:
             if a["source"] != b["source"]:
-                raise ValueError(f"{where}: its text differs from {_shown(english)}'s (a "
-                                 "setup, solution, visible-test or graded cell is the same "
-                                 "in every language, comments included)")
+                raise ValueError(f"{where}: its text differs from {_shown(english)}'s (the "
+                                 "setup cell is the same in every language, comments "
+                                 "included)")
+            continue
+        if a["nbgrader"].get("solution") or a["nbgrader"].get("grade") \
+                or "visible-test" in tags:
+            if a["source"] != b["source"] and not _same_but_words(a["source"], b["source"]):
+                raise ValueError(f"{where}: its code differs from {_shown(english)}'s (a "
+                                 "solution, visible-test or graded cell differs only in its "
+                                 "comments and the docstring it starts with; its code, its "
+                                 "strings and its ### lines are the same in every language)")
             continue
         try:
             same = code_shape(a["source"], True) == code_shape(b["source"], True)
@@ -229,3 +256,97 @@ def checked_document(assignment: str, language: str) -> Path:
     if language != DEFAULT_LANGUAGE:
         check_same_structure(document_path(assignment, DEFAULT_LANGUAGE), path)
     return path
+
+
+# The docstrings of the graded functions in a language other than English, which the
+# builders put in place of the English ones of ``solutions/`` (``# {{ solution: NAME }}``).
+DOCSTRINGS = "docstrings.py"
+
+
+def docstrings_path(language: str) -> Path:
+    """``notebooks/<language>/docstrings.py``: each graded function of both assignments as
+    its signature and its docstring in ``language``, written by the author as text.
+
+    Raises:
+        ValueError: for an unknown language or English (whose docstrings are those of
+            ``solutions/``).
+    """
+    if check_language(language) == DEFAULT_LANGUAGE:
+        raise ValueError("the English docstrings are those of solutions/")
+    return DOCUMENTS / language / DOCSTRINGS
+
+
+def _signature(function: ast.FunctionDef) -> str:
+    return ast.dump(function.args, include_attributes=False)
+
+
+def _docstring_node(function: ast.FunctionDef) -> ast.Expr | None:
+    first = function.body[0] if function.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return first
+    return None
+
+
+def translated_docstrings(language: str) -> dict[str, tuple[str, list[str]]]:
+    """The docstrings of ``docstrings_path(language)``: function name -> (its signature,
+    as ``ast.dump`` of its arguments; the docstring's source lines, indentation and quotes
+    included).
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        ValueError: if it is not Python, or one of its functions has no docstring or is
+            written twice (the message names the file and the function).
+    """
+    path = docstrings_path(language)
+    if not path.is_file():
+        raise FileNotFoundError(f"{_shown(path)}: no such file; a course in {language!r} "
+                                "needs the docstrings of its graded functions there")
+    text = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ValueError(f"{_shown(path)}: not Python ({exc})") from exc
+    lines = text.split("\n")
+    out: dict[str, tuple[str, list[str]]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        doc = _docstring_node(node)
+        if doc is None or node.name in out:
+            raise ValueError(f"{_shown(path)}: {node.name} has no docstring or is written "
+                             "twice")
+        out[node.name] = (_signature(node), lines[doc.lineno - 1:doc.end_lineno])
+    return out
+
+
+def with_docstring(source: str, language: str) -> str:
+    """The graded function ``source`` (a whole top-level ``def`` of ``solutions/``) with its
+    docstring in ``language``: its signature and body as they are, its docstring the one
+    of ``docstrings_path(language)``. English: ``source`` unchanged.
+
+    Raises:
+        ValueError: if the language's file has no docstring for the function, or one
+            that is still the English text, or one under another signature (a missing
+            translation stops the build, naming the function); FileNotFoundError if the
+            file is missing.
+    """
+    if check_language(language) == DEFAULT_LANGUAGE:
+        return source
+    function = ast.parse(source).body[0]
+    doc = _docstring_node(function) if isinstance(function, ast.FunctionDef) else None
+    if not isinstance(function, ast.FunctionDef) or doc is None:
+        raise ValueError(f"{source.split(chr(10))[0]}: not a function with a docstring")
+    name, shown = function.name, _shown(docstrings_path(language))
+    table = translated_docstrings(language)
+    if name not in table:
+        raise ValueError(f"{shown}: no {language!r} docstring of the graded function {name} "
+                         "(write it there, under the function's signature)")
+    signature, doc_lines = table[name]
+    if signature != _signature(function):
+        raise ValueError(f"{shown}: {name}'s signature differs from the one in solutions/ "
+                         "(copy the signature of solutions/ and translate its docstring)")
+    lines = source.split("\n")
+    if lines[doc.lineno - 1:doc.end_lineno] == doc_lines:
+        raise ValueError(f"{shown}: {name}'s docstring is still the English one")
+    return "\n".join(lines[:doc.lineno - 1] + doc_lines + lines[doc.end_lineno:])

@@ -269,7 +269,7 @@ with visible_checks("model_param_count", 10):
         tr("V = 7, d = 8, 3 layers, 5 positions, d_ff = 4 d = 32: init_params creates {counted:,} "
             "parameters, model_param_count says {model_param_count:,}",
             counted=counted, model_param_count=model_param_count(7, 8, 3, 5)))
-print(tr("model_param_count: visible checks passed;"), f"{n:,} parameters in the reference configuration")
+print(tr("model_param_count: visible checks passed; {n:,} parameters in the reference configuration", n=n))
 
 # %% nbgrader={"grade": true, "grade_id": "model_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
 # Hidden checks of model_param_count run when your notebook is graded (with the reference

@@ -376,3 +376,36 @@ def test_a_batch_job_grades_in_the_language_it_is_handed():
     # check names stay the code's (English) text in the record, as in an English course
     assert failed[0]["name"] == "causal mask: masked weights are exactly 0 and rows still sum to 1"
     assert i18n.current_language() == "en"
+
+
+def test_the_demo_reports_its_progress_in_the_course_language(tmp_path):
+    """The demo's progress lines come from the catalogue, in the language of the course it
+    runs: an Italian course without a source notebook, where nbgrader cannot generate the
+    release, is told so in Italian, and no line is left in English."""
+    import subprocess
+    import sys
+
+    from grader_tests.config import nbgrader_env
+    from tools import demo
+
+    run = {"ok": True, "feedback": True, "seconds": 3.0}
+    assert demo.ended(run) == "autograded, feedback written in   3.0 s"
+    with i18n.use_language("it"):
+        assert demo.ended(run) == "valutato, feedback scritto in   3.0 s"
+        assert demo.ended({**run, "ok": False}) == "VALUTAZIONE AUTOMATICA FALLITA in   3.0 s"
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.AttentionKit.language = 'it'\n"
+        "c.CourseDirectory.course_id = 'another-course'\n")
+    done = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(tmp_path)],
+                          cwd=Path(__file__).resolve().parents[1], env=nbgrader_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(
+        f"demo: cartella del corso {tmp_path}\n"
+        f"demo: {tmp_path} non è la classe d'esempio (attention-kit-example): non si "
+        "cancella nulla, nbgrader rivaluta sul posto\n"), done.stdout
+    assert done.stderr.strip().endswith(
+        "demo: nbgrader generate_assignment è fallito (uscita 1)"), done.stderr
+    for english in ("course directory", "is not the example class", "failed (exit"):
+        assert english not in done.stdout + done.stderr

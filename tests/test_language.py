@@ -8,7 +8,9 @@
   does not;
 * built in Italian, each notebook keeps every cell id, grade id and point of the English
   one, and no sentence of the English markdown is left in it: every markdown cell is
-  translated, and the lesson is named and linked at the top;
+  translated, and the lesson is named and linked at the top; the code cells the student is
+  handed (the stubs, with their docstrings, the visible tests and the graded cells) hold
+  no English in their comments and docstrings, found by English function words;
 * the setting: English by default, ``"it"`` read from the course's ``nbgrader_config.py``,
   anything else an error that stops ``python -m tools.build_all`` before it writes;
 * (slow) in a copy of the kit whose course is Italian, both assignments generate, nbgrader
@@ -19,11 +21,14 @@
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -32,8 +37,8 @@ import pytest
 from authoring import build_notebooks, build_training_notebook, make_submissions
 from authoring.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
 from authoring.notebook_cells import KERNEL_CATALOGUE
-from authoring.notebook_language import (check_same_structure, course_language,
-                                         document_path, points_label)
+from authoring.notebook_language import (check_same_structure, code_shape, course_language,
+                                         document_path, points_label, with_docstring)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILDERS = {"attention": build_notebooks, "training": build_training_notebook}
@@ -44,6 +49,18 @@ LESSON_FULL_TITLE = ("*L'attenzione, derivata per intero: query, chiave, valore 
 # English words that no Italian sentence of the notebooks uses: a markdown cell holding one
 # outside code, math and names has English left in it.
 ENGLISH_WORDS = ("the", "which", "with", "when", "your", "this", "that", "does", "every")
+
+
+# English function words, none of them an Italian word: a comment or docstring that holds one
+# (outside code spans) is English left in an Italian notebook, whatever its sentence.
+ENGLISH_FUNCTION_WORDS = frozenset((
+    "the", "of", "and", "is", "are", "to", "with", "which", "when", "your", "this", "that",
+    "does", "every", "from", "into", "its", "be", "has", "have", "must", "should", "than",
+    "then", "each", "by", "on", "or", "at", "it", "if", "not", "for", "an", "args",
+    "returns", "raises"))
+# nbgrader's own stub of a cleared solution (``ClearSolutions.code_stub``, its default), the
+# same in every language: not the kit's text.
+NBGRADER_STUB = "# YOUR CODE HERE"
 
 
 def nbgrader_of(cell) -> dict:
@@ -74,6 +91,53 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def handed_out(notebook) -> list:
+    """The code cells of ``notebook`` whose text the student reads as the kit wrote it:
+    the solution cells (the stubs), the visible tests and the graded cells."""
+    return [c for c in notebook.cells if c.cell_type == "code" and (
+        nbgrader_of(c).get("solution") or nbgrader_of(c).get("grade")
+        or "visible-test" in c.metadata.get("tags", []))]
+
+
+def code_prose(source: str) -> list[str]:
+    """The comments and docstrings of a code cell as the release hands it out: the
+    solution and hidden-test regions (which the release replaces or removes) and
+    nbgrader's own stub line left out."""
+    kept, inside = [], False
+    for line in source.split("\n"):
+        marker = line.strip()
+        if marker in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"):
+            inside = True
+        elif marker in ("### END SOLUTION", "### END HIDDEN TESTS"):
+            inside = False
+        elif not inside and marker != NBGRADER_STUB:
+            kept.append(line)
+    text = "\n".join(kept)
+    out = [tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+           if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) \
+                and ast.get_docstring(node) is not None:
+            out.append(ast.get_docstring(node))
+    return out
+
+
+def english_words(text: str) -> set[str]:
+    """The English function words of ``text`` outside its code spans and math (a word in
+    capitals, such as the logical AND, is a name, not prose)."""
+    text = re.sub(r"``.*?``", " ", text, flags=re.S)
+    words = re.findall(r"\b[A-Za-z][a-z]*\b", prose(text))
+    return {word.lower() for word in words} & ENGLISH_FUNCTION_WORDS
+
+
+def english_in_code(notebook) -> dict[str, list[str]]:
+    """``{cell id: [English function words]}`` of the comments and docstrings of the cells
+    ``handed_out`` of ``notebook``, for the cells that hold any."""
+    found = {c.id: sorted(set().union(*map(english_words, code_prose(c.source))))
+             for c in handed_out(notebook)}
+    return {cell: words for cell, words in found.items() if words}
+
+
 @pytest.mark.parametrize("assignment", sorted(BUILDERS))
 def test_the_italian_document_has_the_cells_of_the_english_one(assignment):
     english, italian = document_path(assignment, "en"), document_path(assignment, "it")
@@ -89,9 +153,15 @@ def test_the_italian_document_has_the_cells_of_the_english_one(assignment):
         meta = nbgrader_of(x)
         if x.cell_type == "markdown":
             assert x.source != y.source, f"{meta['grade_id']} is not translated"
-        elif meta.get("solution") or meta.get("grade") or "visible-test" in x.metadata.get(
-                "tags", []) or "setup" in x.metadata.get("tags", []):
+        elif "setup" in x.metadata.get("tags", []):
             assert x.source == y.source, meta["grade_id"]
+        elif meta.get("solution") or meta.get("grade") or "visible-test" in x.metadata.get(
+                "tags", []):
+            # the same code and strings (the catalogue's keys); comments and docstring
+            # translated: every visible test and graded cell starts with one of them
+            assert code_shape(x.source, False) == code_shape(y.source, False), meta["grade_id"]
+            if not meta.get("solution"):
+                assert x.source != y.source, f"{meta['grade_id']} is not translated"
 
 
 def replace_once(text: str, old: str, new: str) -> str:
@@ -111,14 +181,21 @@ def replace_once(text: str, old: str, new: str) -> str:
     # the code of a visible test, even one number
     ('assert np.allclose(p, [0.25, 0.75]), (',
      'assert np.allclose(p, [0.25, 0.76]), (',
-     "(softmax_visible_test): its text differs"),
-    # a visible test, a graded cell and the setup cell are the same text in every language
+     "(softmax_visible_test): its code differs"),
+    # a visible test's and a graded cell's code and strings are the same in every language
+    # (a message's English is its key in the catalogue), and so are nbgrader's markers;
+    # the setup cell is the same text
     ('"causal_mask(1) should be [[True]]: a token sees itself"',
      '"causal_mask(1) deve essere [[True]]: un token vede se stesso"',
-     "(causal_mask_visible_test): its text differs"),
-    ("# Hidden checks of softmax run when your notebook is graded.",
-     "# I controlli nascosti di softmax girano alla correzione.",
-     "(softmax_hidden_checks): its text differs"),
+     "(causal_mask_visible_test): its code differs"),
+    ('problem = before_grading("softmax", np.zeros((2, 3)))',
+     'problem = before_grading("softmax", np.zeros((2, 4)))',
+     "(softmax_hidden_checks): its code differs"),
+    ('assert problem is None, problem\n### BEGIN HIDDEN TESTS\nfrom grader_tests import grade\n'
+     'grade("softmax", globals())',
+     'assert problem is None, problem\n### INIZIO TEST NASCOSTI\nfrom grader_tests import grade\n'
+     'grade("softmax", globals())',
+     "(softmax_hidden_checks): its code differs"),
     ('"""Setup: imports and the helpers used by the tests. Run this cell first."""',
      '"""Setup: gli import e le funzioni dei test."""',
      "cell 2 (setup): its text differs"),
@@ -148,6 +225,12 @@ def test_a_translation_may_change_comments_docstrings_and_printed_labels(tmp_pat
     text = replace_once(text, "# trappola 2: azzera il futuro dopo la softmax",
                         "# la trappola 2")
     text = replace_once(text, 'print("somme delle righe, prima:"', 'print("somme per riga, prima:"')
+    # in a visible test and a graded cell, the comments and the docstring
+    text = replace_once(text, "# sequenza 0: lunghezza 2", "# la sequenza 0 ha lunghezza 2")
+    text = replace_once(text, '"""Controlli visibili di causal_mask: dtype, forma e triangolo '
+                        'inferiore."""', '"""Controlli visibili di causal_mask."""')
+    text = replace_once(text, "# I controlli nascosti di softmax girano quando il tuo notebook "
+                        "viene valutato.", "# I controlli nascosti di softmax.")
     edited = tmp_path / "attention.py"
     edited.write_text(text, encoding="utf-8")
     check_same_structure(document_path("attention", "en"), edited)
@@ -174,10 +257,13 @@ def test_the_italian_notebook_is_the_english_one_in_italian(built, assignment):
     assert [nbgrader_of(c) for c in english.cells] == [nbgrader_of(c) for c in italian.cells]
     assert sum(nbgrader_of(c).get("points", 0) for c in italian.cells) == 100
     for e, i in zip(english.cells, italian.cells):
-        if e.cell_type == "code" and (nbgrader_of(e)["locked"] is False
-                                      or nbgrader_of(e)["grade"] or e.id == "gate"
-                                      or "visible-test" in e.metadata.get("tags", [])):
-            assert e.source == i.source, e.id
+        if e.id == "gate":  # the same text, but for the digests of its language's cells
+            assert without_digests(e.source) == without_digests(i.source)
+        elif e.cell_type == "code" and (nbgrader_of(e)["locked"] is False
+                                        or nbgrader_of(e)["grade"]
+                                        or "visible-test" in e.metadata.get("tags", [])):
+            # the same code and strings; the comments and docstrings are the language's
+            assert without_docstrings(e.source) == without_docstrings(i.source), e.id
     english_md = [c for c in english.cells if c.cell_type == "markdown"]
     italian_md = [c for c in italian.cells if c.cell_type == "markdown"]
     # no English sentence left, taken from the English notebook itself
@@ -201,6 +287,80 @@ def test_the_italian_notebook_is_the_english_one_in_italian(built, assignment):
     intro = next(c for c in italian_md if c.id == "intro").source
     assert "| parte | punti |" in intro and "| **totale** | **100** |" in intro
     assert "| part | points |" not in intro
+
+
+def without_docstrings(source: str) -> str:
+    """The syntax tree of ``source`` (comments aside) without its docstrings."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) \
+                and ast.get_docstring(node) is not None:
+            node.body = node.body[1:]
+    return ast.dump(tree)
+
+
+def without_digests(gate: str) -> str:
+    """The gate cell's text with the SHA-256 digests it holds blanked."""
+    return re.sub(r'"[0-9a-f]{64}"', '"..."', gate)
+
+
+@BUILT
+@pytest.mark.parametrize("assignment", sorted(BUILDERS))
+def test_the_italian_stubs_and_tests_hold_no_english(built, assignment):
+    """The comments and docstrings of the stubs (their graded functions' docstrings
+    included), the visible tests and the graded cells of the Italian notebook hold no
+    English function word; the English notebook's, read the same way, all do (the detector
+    sees English wherever it is)."""
+    english, italian = built[assignment]
+    assert english_in_code(italian) == {}
+    cells = [c.id for c in handed_out(english)]
+    assert len(cells) >= 20 and sorted(english_in_code(english)) == sorted(cells)
+    stubs = [c for c in handed_out(italian) if c.source.startswith("def ")]
+    assert len(stubs) == (15 if assignment == "attention" else 7)
+    for stub, original in zip(stubs, (c for c in handed_out(english)
+                                      if c.source.startswith("def "))):
+        # the Italian docstring, the signature and the body of solutions/
+        tree, other = ast.parse(stub.source).body[0], ast.parse(original.source).body[0]
+        assert ast.dump(tree.args) == ast.dump(other.args), stub.id
+        assert [ast.dump(n) for n in tree.body[1:]] == [ast.dump(n) for n in other.body[1:]]
+        assert ast.get_docstring(tree) != ast.get_docstring(other), stub.id
+
+
+def test_a_graded_function_without_its_italian_docstring_stops_the_build(tmp_path,
+                                                                         monkeypatch):
+    from tools import notebook_language
+
+    source = build_notebooks.function_source("causal_mask")
+    assert with_docstring(source, "en") == source
+    italian = with_docstring(source, "it")
+    assert italian.split("\n")[0] == source.split("\n")[0] and "Maschera causale" in italian
+    assert italian.endswith(source[source.index("    ### BEGIN SOLUTION"):])
+    text = notebook_language.docstrings_path("it").read_text(encoding="utf-8")
+    folder = tmp_path / "notebooks"  # the documents as they are, but for the docstrings
+    (folder / "it").mkdir(parents=True)
+    for language in ("en", "it"):
+        shutil.copy(document_path("attention", language),
+                    folder / document_path("attention", language).relative_to(
+                        ROOT / "notebooks"))
+    monkeypatch.setattr(notebook_language, "DOCUMENTS", folder)
+    for broken, said in [
+            (text.replace("def causal_mask(T):", "def causal_mask_(T):"),
+             "no 'it' docstring of the graded function causal_mask"),
+            (text.replace("def causal_mask(T):", "def causal_mask(T, d):"),
+             "causal_mask's signature differs"),
+            (text.replace(text[text.index('    """Maschera causale'):
+                               text.index("def padding_mask")],
+                          source[source.index('    """'):source.index("    ### BEGIN")] + "\n"),
+             "causal_mask's docstring is still the English one")]:
+        (folder / "it" / "docstrings.py").write_text(broken, encoding="utf-8")
+        with pytest.raises(ValueError) as caught:
+            with_docstring(source, "it")
+        assert "docstrings.py" in str(caught.value) and said in str(caught.value)
+        with pytest.raises(ValueError, match="causal_mask"):
+            build_notebooks.build_notebook("it")
+    (folder / "it" / "docstrings.py").unlink()
+    with pytest.raises(FileNotFoundError, match="docstrings.py"):
+        with_docstring(source, "it")
 
 
 def test_points_are_worded_in_the_language():
@@ -304,6 +464,11 @@ def test_italian_release_has_no_english_sentence(italian_kit, assignment):
                          for s in sentences(c.source)]
     assert not [s for s in english_sentences if flat(s) in text]
     assert "## 1. " in text and " punti)" in text and LESSON_LINK in text
+    # the stubs, the visible tests and the graded cells as handed out
+    assert english_in_code(release) == {}
+    stubs = [c for c in release.cells if nbgrader_of(c).get("solution")
+             and c.source.startswith("def ")]
+    assert stubs and all(NBGRADER_STUB in c.source and '"""' in c.source for c in stubs)
 
 
 @pytest.mark.slow
@@ -433,7 +598,8 @@ def test_the_kernel_catalogue_holds_only_the_notebooks_messages_all_translated()
 
 def test_the_italian_gate_speaks_italian_beside_its_catalogue(tmp_path, monkeypatch):
     gate = build_training_notebook.build_notebook("it").cells[0].source
-    assert gate == build_training_notebook.build_notebook("en").cells[0].source
+    assert without_digests(gate) == without_digests(
+        build_training_notebook.build_notebook("en").cells[0].source)
     (tmp_path / KERNEL_CATALOGUE).write_bytes(kernel_catalogue("it"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "nowhere" / "attention.ipynb"))

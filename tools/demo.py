@@ -206,10 +206,16 @@ def grade_with_command_line(root: Path, student: str) -> dict[str, Any]:
 def describe(run: dict[str, Any]) -> str:
     """How one student's run ended, in a few words (a progress line's end)."""
     if run["ok"] and run["feedback"]:
-        return "autograded, feedback written"
+        return _("autograded, feedback written")
     if run["ok"]:
-        return "autograded; FEEDBACK FAILED"
-    return "AUTOGRADE FAILED"
+        return _("autograded; FEEDBACK FAILED")
+    return _("AUTOGRADE FAILED")
+
+
+def ended(run: dict[str, Any]) -> str:
+    """A progress line's end: how one student's run ended, and in how long."""
+    return _("{outcome} in {seconds:5.1f} s").format(outcome=describe(run),
+                                                     seconds=run["seconds"])
 
 
 def grade_all(root: Path, students: list[str], jobs: int) -> dict[str, dict[str, Any]]:
@@ -236,15 +242,16 @@ def grade_all(root: Path, students: list[str], jobs: int) -> dict[str, dict[str,
                 r = {"student": student, "ok": False, "feedback": False, "seconds": 0.0,
                      "output": f"{type(exc).__name__}: {exc}"}
             done[student] = r
-            log(f"  [{len(done)}/{total}] {student:<42} {describe(r)} in {r['seconds']:5.1f} s")
+            log(f"  [{len(done)}/{total}] {student:<42} " + ended(r))
     for student in students:
         if not (done[student]["ok"] and done[student]["feedback"]):
             r = grade_with_command_line(root, student)
             done[student] = r
-            log(f"  [again] {student:<42} {describe(r)} in {r['seconds']:5.1f} s")
+            log("  [" + _("again") + f"] {student:<42} " + ended(r))
             if r["output"]:
                 tail = r["output"].splitlines()[-15:]
-                log("    nbgrader said:\n" + "\n".join("    | " + line for line in tail))
+                log("    " + _("nbgrader said:") + "\n"
+                    + "\n".join("    | " + line for line in tail))
     return {s: done[s] for s in students}
 
 
@@ -461,13 +468,14 @@ def open_training_gate(root: Path, coursedir: Any) -> list[str] | None:
 
     release = Path(coursedir.format_path(coursedir.release_directory, ".", "training"))
     if not (release / "training.ipynb").is_file():
-        log("training gate: skipped (no release/training/ in this course)")
+        log(_("training gate: skipped (no release/training/ in this course)"))
         return None
     log("")
-    log("training gate: python tools/unlock_training.py (threshold: full marks)")
+    log(_("training gate: python tools/unlock_training.py (threshold: full marks)"))
     status = unlock_training.main(["--root", str(root), "--release", str(release)])
     if status != 0:
-        log(f"training gate: tools/unlock_training.py ended with status {status}")
+        log(_("training gate: tools/unlock_training.py ended with status {status}").format(
+            status=status))
         return None
     # no ledger when nobody was unlocked: load_ledger reads that as an empty one
     ledger = unlock_training.load_ledger(root / "unlocked" / unlock_training.LEDGER)
@@ -510,19 +518,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="epoch seconds when `make demo` started (to print the time "
                              "since, install included)")
     args = parser.parse_args(argv)
+    with use_language(folder_language(str(args.root.resolve()))):  # the course's language
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The demo (``main``'s steps), its progress lines in the language in use; returns the
+    exit status."""
     root = args.root.resolve()
     started = time.perf_counter()
     os.chdir(root)
     os.environ.update(child_env())  # inherited by the workers and their kernels
 
-    log(f"demo: course directory {root}")
+    log(_("demo: course directory {root}").format(root=root))
     coursedir = course_directory(root)
     example = is_example_course(coursedir)
     if example:
         clean(root)
     else:
-        log(f"demo: {root} is not the example class ({EXAMPLE_COURSE_ID}): nothing is "
-            "deleted, nbgrader regrades in place")
+        log(_("demo: {root} is not the example class ({course}): nothing is deleted, "
+              "nbgrader regrades in place").format(root=root, course=EXAMPLE_COURSE_ID))
     # Generate the release in a child process while this one imports nbgrader.
     t = time.perf_counter()
     release = subprocess.Popen(
@@ -530,32 +545,40 @@ def main(argv: list[str] | None = None) -> int:
         cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     import nbgrader.apps  # noqa: F401  (the workers fork with nbgrader already imported)
 
-    out, _ = release.communicate()
+    out = release.communicate()[0]
     if release.returncode != 0:
         log(out[-4000:])
-        raise SystemExit(f"demo: nbgrader generate_assignment failed (exit {release.returncode})")
-    log(f"release: release/{ASSIGNMENT}/ generated in {time.perf_counter() - t:.1f} s")
+        raise SystemExit(_("demo: nbgrader generate_assignment failed (exit {status})").format(
+            status=release.returncode))
+    log(_("release: release/{assignment}/ generated in {seconds:.1f} s").format(
+        assignment=ASSIGNMENT, seconds=time.perf_counter() - t))
 
     students = students_of(root)
     if not students:
-        raise SystemExit(f"demo: no submissions under {root / 'submitted'} "
-                         "(python -m tools.make_submissions writes the example class)")
+        raise SystemExit(_("demo: no submissions under {folder} "
+                           "(python -m tools.make_submissions writes the example class)").format(
+                               folder=root / "submitted"))
     if example:
         from authoring.make_submissions import DUE_DATE
 
         record_due_date(coursedir, DUE_DATE)
-        log(f"gradebook: due date {DUE_DATE}")
+        log(_("gradebook: due date {date}").format(date=DUE_DATE))
     register_students(coursedir, students)
-    log(f"gradebook: assignment '{ASSIGNMENT}' and {len(students)} students")
+    log(ngettext("gradebook: assignment '{assignment}' and {count} student",
+                 "gradebook: assignment '{assignment}' and {count} students",
+                 len(students)).format(assignment=ASSIGNMENT, count=len(students)))
 
     t = time.perf_counter()
-    log(f"autograde and feedback: {len(students)} submissions, {args.jobs} at a time")
+    log(_("autograde and feedback: {count} submissions, {jobs} at a time").format(
+        count=len(students), jobs=args.jobs))
     runs = grade_all(root, students, args.jobs)
-    log(f"autograde and feedback: done in {time.perf_counter() - t:.1f} s")
+    log(_("autograde and feedback: done in {seconds:.1f} s").format(
+        seconds=time.perf_counter() - t))
 
     t = time.perf_counter()
     export_grades(root, coursedir)
-    log(f"export: grades.csv written in {time.perf_counter() - t:.1f} s")
+    log(_("export: grades.csv written in {seconds:.1f} s").format(
+        seconds=time.perf_counter() - t))
 
     results = collect_results(root, coursedir, students, runs)
     counts = class_summary(results)
@@ -569,9 +592,11 @@ def main(argv: list[str] | None = None) -> int:
     (root / "class_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     graded = sum(e["ok"] for e in results.values())
     log("")
-    log(f"demo: {graded}/{len(students)} submissions graded, wall time {seconds:.1f} s")
+    log(_("demo: {graded}/{count} submissions graded, wall time {seconds:.1f} s").format(
+        graded=graded, count=len(students), seconds=seconds))
     if args.started is not None:
-        log(f"make demo: {time.time() - args.started:.0f} s in all, set-up included")
+        log(_("make demo: {seconds:.0f} s in all, set-up included").format(
+            seconds=time.time() - args.started))
     from grader_tests.dashboard import after_grading  # (the students' copy has no graders)
     after_grading(root, ASSIGNMENT)
     return 0

@@ -247,7 +247,7 @@ def show(figure):
 # {{ solution: softmax }}
 
 # %% nbgrader={"grade": false, "grade_id": "softmax_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of softmax: a worked example, huge scores, -inf entries, the axis, the dtype."""
+"""Controlli visibili di softmax: un esempio svolto, punteggi enormi, valori -inf, l'asse, il dtype."""
 with visible_checks("softmax", 5):
     p = softmax(np.array([0.0, math.log(3.0)]))
     assert np.shape(p) == (2,), tr("softmax of 2 scores must return 2 weights (shape (2,)), got shape {shape}", shape=np.shape(p))
@@ -298,7 +298,7 @@ with visible_checks("softmax", 5):
 print(tr("{name}: visible checks passed", name='softmax'))
 
 # %% nbgrader={"grade": true, "grade_id": "softmax_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of softmax run when your notebook is graded.
+# I controlli nascosti di softmax girano quando il tuo notebook viene valutato.
 problem = before_grading("softmax", np.zeros((2, 3)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -328,7 +328,7 @@ grade("softmax", globals())
 # {{ solution: causal_mask }}
 
 # %% nbgrader={"grade": false, "grade_id": "causal_mask_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of causal_mask: dtype, shape and the lower triangle."""
+"""Controlli visibili di causal_mask: dtype, forma e triangolo inferiore."""
 with visible_checks("causal_mask", 5):
     m = causal_mask(3)
     expected = np.array([[True, False, False],
@@ -346,7 +346,7 @@ with visible_checks("causal_mask", 5):
 print(tr("{name}: visible checks passed", name='causal_mask'))
 
 # %% nbgrader={"grade": true, "grade_id": "causal_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of causal_mask run when your notebook is graded.
+# I controlli nascosti di causal_mask girano quando il tuo notebook viene valutato.
 problem = before_grading("causal_mask", 3)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -376,7 +376,7 @@ grade("causal_mask", globals())
 # {{ solution: padding_mask }}
 
 # %% nbgrader={"grade": false, "grade_id": "padding_mask_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of padding_mask: dtype, shape, lengths given as a list or an array."""
+"""Controlli visibili di padding_mask: dtype, forma, lunghezze date come lista o come array."""
 with visible_checks("padding_mask", 5):
     m = padding_mask([2, 0, 3], 3)
     expected = np.array([[True, True, False],
@@ -396,7 +396,7 @@ with visible_checks("padding_mask", 5):
 print(tr("{name}: visible checks passed", name='padding_mask'))
 
 # %% nbgrader={"grade": true, "grade_id": "padding_mask_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of padding_mask run when your notebook is graded.
+# I controlli nascosti di padding_mask girano quando il tuo notebook viene valutato.
 problem = before_grading("padding_mask", [1, 2], 3)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -423,17 +423,17 @@ grade("padding_mask", globals())
 # {{ solution: combine_masks }}
 
 # %% nbgrader={"grade": false, "grade_id": "combine_masks_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of combine_masks: shape (B, T, T), AND, padding on the keys."""
+"""Controlli visibili di combine_masks: forma (B, T, T), AND, padding sulle chiavi."""
 with visible_checks("combine_masks", 5):
     causal = np.array([[True, False, False],
                        [True, True, False],
                        [True, True, True]])
-    padding = np.array([[True, True, False],     # sequence 0: length 2
-                        [True, True, True]])     # sequence 1: length 3
+    padding = np.array([[True, True, False],     # sequenza 0: lunghezza 2
+                        [True, True, True]])     # sequenza 1: lunghezza 3
     m = combine_masks(causal, padding)
     expected = np.array([[[True, False, False],
                           [True, True, False],
-                          [True, True, False]],   # key 2 of sequence 0 is padding: column 2 is False
+                          [True, True, False]],   # la chiave 2 della sequenza 0 è padding: la colonna 2 è False
                          causal])
     assert isinstance(m, np.ndarray) and m.shape == (2, 3, 3), (
         tr("combine_masks of a (3, 3) causal mask and a (2, 3) padding mask must have shape (B, T, "
@@ -452,7 +452,7 @@ with visible_checks("combine_masks", 5):
 print(tr("{name}: visible checks passed", name='combine_masks'))
 
 # %% nbgrader={"grade": true, "grade_id": "combine_masks_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of combine_masks run when your notebook is graded.
+# I controlli nascosti di combine_masks girano quando il tuo notebook viene valutato.
 problem = before_grading("combine_masks", np.ones((3, 3), bool), np.ones((2, 3), bool))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -511,11 +511,11 @@ grade("combine_masks", globals())
 # {{ solution: scaled_dot_product_attention }}
 
 # %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of scaled_dot_product_attention: a worked example, scale, mask, batch axes, dtype."""
+"""Controlli visibili di scaled_dot_product_attention: un esempio svolto, scala, maschera, assi del batch, dtype."""
 with visible_checks("scaled_dot_product_attention", 5):
     r = math.log(3.0) / 2
     Q = np.array([[1.0, 1.0, 1.0, 1.0]])                 # (T_q, d_k) = (1, 4)
-    K = np.array([[0.0, 0.0, 0.0, 0.0], [r, r, r, r]])   # (T_k, d_k) = (2, 4): q.k = 0 and 2 ln 3
+    K = np.array([[0.0, 0.0, 0.0, 0.0], [r, r, r, r]])   # (T_k, d_k) = (2, 4): q.k = 0 e 2 ln 3
     V = np.array([[0.0, 4.0], [4.0, 0.0]])               # (T_k, d_v) = (2, 2)
     out, w = scaled_dot_product_attention(Q, K, V)
     assert np.shape(out) == (1, 2) and np.shape(w) == (1, 2), (
@@ -583,7 +583,7 @@ with visible_checks("scaled_dot_product_attention", 5):
 print(tr("{name}: visible checks passed", name='scaled_dot_product_attention'))
 
 # %% nbgrader={"grade": true, "grade_id": "scaled_dot_product_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of scaled_dot_product_attention run when your notebook is graded.
+# I controlli nascosti di scaled_dot_product_attention girano quando il tuo notebook viene valutato.
 problem = before_grading("scaled_dot_product_attention", np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 2)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -794,19 +794,19 @@ with time_limit(8):
 # Il feedback mostra la soluzione svolta.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_weight_ratio_answer", "locked": false, "schema_version": 3, "solution": true}
-# Exercise 1: assign your two answers (numbers).
+# Esercizio 1: assegna le tue due risposte (numeri).
 # weight_ratio_unscaled = ...
 # weight_ratio_scaled = ...
 ### BEGIN SOLUTION
-# The ratio of two softmax weights is exp(difference of their scores). Unscaled, q.k has
-# variance d_k = 64, so its standard deviation is 8 and two of them make a gap of 16.
+# Il rapporto tra due pesi della softmax è exp(differenza dei loro punteggi). Senza scala, q.k
+# ha varianza d_k = 64, quindi deviazione standard 8, e due deviazioni fanno un divario di 16.
 weight_ratio_unscaled = math.exp(16.0)   # 8,886,110.5
-# Divided by sqrt(d_k) = 8, the scores have standard deviation 1 and the gap is 2.
+# Divisi per sqrt(d_k) = 8, i punteggi hanno deviazione standard 1 e il divario è 2.
 weight_ratio_scaled = math.exp(2.0)      # 7.389
 ### END SOLUTION
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_weight_ratio_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of Exercise 1: both answers are defined and are numbers (their values are checked when graded)."""
+"""Controlli visibili dell'esercizio 1: le due risposte sono definite e sono numeri (i loro valori si controllano alla valutazione)."""
 with visible_checks("exercise_weight_ratio"):
     for name in ("weight_ratio_unscaled", "weight_ratio_scaled"):
         assert name in globals(), tr("assign your answer to the variable {name} in the cell above", name=name)
@@ -817,7 +817,7 @@ with visible_checks("exercise_weight_ratio"):
     print(tr("exercise_weight_ratio: visible checks passed (the values are checked when graded)"))
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_weight_ratio_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of exercise_weight_ratio run when your notebook is graded.
+# I controlli nascosti di exercise_weight_ratio girano quando il tuo notebook viene valutato.
 problem = before_grading("exercise_weight_ratio", answers=("weight_ratio_unscaled", "weight_ratio_scaled"))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -854,7 +854,7 @@ grade("exercise_weight_ratio", globals())
 # {{ solution: split_heads }}
 
 # %% nbgrader={"grade": false, "grade_id": "split_heads_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of split_heads: shape, which columns each head gets (h = 2, B = 2), ValueError."""
+"""Controlli visibili di split_heads: forma, quali colonne riceve ogni testa (h = 2, B = 2), ValueError."""
 with visible_checks("split_heads", 5):
     M = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)   # (B, T, d) = (2, 3, 4); M[0, 0] = [0, 1, 2, 3]
     S = split_heads(M, 2)
@@ -882,7 +882,7 @@ with visible_checks("split_heads", 5):
 print(tr("{name}: visible checks passed", name='split_heads'))
 
 # %% nbgrader={"grade": true, "grade_id": "split_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of split_heads run when your notebook is graded.
+# I controlli nascosti di split_heads girano quando il tuo notebook viene valutato.
 problem = before_grading("split_heads", np.ones((1, 2, 4)), 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -903,10 +903,10 @@ grade("split_heads", globals())
 # {{ solution: merge_heads }}
 
 # %% nbgrader={"grade": false, "grade_id": "merge_heads_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of merge_heads: shape, which head goes where (h = 2, B = 2), the round trip."""
+"""Controlli visibili di merge_heads: forma, dove finisce ogni testa (h = 2, B = 2), andata e ritorno."""
 with visible_checks("merge_heads", 5):
     H = np.arange(2 * 2 * 3 * 2, dtype=np.float64).reshape(2, 2, 3, 2)   # (B, h, T, d_h)
-    # H[0, 0, 0] = [0, 1] (head 0 of token 0) and H[0, 1, 0] = [6, 7] (head 1 of token 0)
+    # H[0, 0, 0] = [0, 1] (testa 0 del token 0) e H[0, 1, 0] = [6, 7] (testa 1 del token 0)
     out = merge_heads(H)
     assert np.shape(out) == (2, 3, 4), (
         tr("merge_heads of (B, h, T, d_h) = (2, 2, 3, 2) must have shape (B, T, h * d_h) = (2, 3, "
@@ -927,7 +927,7 @@ with visible_checks("merge_heads", 5):
 print(tr("{name}: visible checks passed", name='merge_heads'))
 
 # %% nbgrader={"grade": true, "grade_id": "merge_heads_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of merge_heads run when your notebook is graded.
+# I controlli nascosti di merge_heads girano quando il tuo notebook viene valutato.
 problem = before_grading("merge_heads", np.ones((1, 2, 3, 2)))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -961,14 +961,14 @@ grade("merge_heads", globals())
 # {{ solution: multi_head_attention }}
 
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of multi_head_attention: a worked example (uniform weights), then head by head (h = 2, B = 2)."""
+"""Controlli visibili di multi_head_attention: un esempio svolto (pesi uniformi), poi testa per testa (h = 2, B = 2)."""
 with visible_checks("multi_head_attention", 5):
     B, T, d, h = 2, 3, 4, 2
     X = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # X[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     Z, I = np.zeros((d, d)), np.eye(d)
     causal = np.tril(np.ones((T, T), dtype=bool))
-    # W_Q = W_K = 0: every score is 0, so each query spreads its weight evenly over the keys it may see.
-    # W_V = W_O = I: Y is then the average of the tokens each query sees, a running mean with the causal mask.
+    # W_Q = W_K = 0: ogni punteggio è 0, quindi ogni query distribuisce il suo peso in parti uguali sulle chiavi che può vedere.
+    # W_V = W_O = I: Y è allora la media dei token che ogni query vede, una media progressiva con la maschera causale.
     Y, w = multi_head_attention(X, Z, Z, I, I, n_heads=h, mask=causal)
     assert np.shape(Y) == (B, T, d) and np.shape(w) == (B, h, T, T), (
         tr("X (2, 3, 4) with 2 heads must give Y (B, T, d) = (2, 3, 4) and weights (B, h, T, T) = "
@@ -996,7 +996,7 @@ with visible_checks("multi_head_attention", 5):
     Y, w = multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads=h, mask=mask)
     d_h = d // h
     heads = []
-    for k in range(h):            # head k: columns k*d_h .. (k+1)*d_h - 1 of the projections
+    for k in range(h):            # testa k: colonne k*d_h .. (k+1)*d_h - 1 delle proiezioni
         cols = slice(k * d_h, (k + 1) * d_h)
         out_k, _ = scaled_dot_product_attention((X @ W_Q)[..., cols], (X @ W_K)[..., cols], (X @ W_V)[..., cols],
                                                 mask=mask)
@@ -1012,7 +1012,7 @@ with visible_checks("multi_head_attention", 5):
 print(tr("{name}: visible checks passed", name='multi_head_attention'))
 
 # %% nbgrader={"grade": true, "grade_id": "multi_head_attention_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of multi_head_attention run when your notebook is graded.
+# I controlli nascosti di multi_head_attention girano quando il tuo notebook viene valutato.
 problem = before_grading("multi_head_attention", np.ones((1, 2, 4)), np.eye(4), np.eye(4), np.eye(4), np.eye(4), 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1087,14 +1087,14 @@ with time_limit(10):
 # {{ solution: sinusoidal_positions }}
 
 # %% nbgrader={"grade": false, "grade_id": "sinusoidal_positions_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of sinusoidal_positions: shape, dtype, a worked example, odd d."""
+"""Controlli visibili di sinusoidal_positions: forma, dtype, un esempio svolto, d dispari."""
 with visible_checks("sinusoidal_positions", 5):
     PE = sinusoidal_positions(3, 4)
     assert np.shape(PE) == (3, 4), tr("sinusoidal_positions(3, 4) must have shape (T, d) = (3, 4), got {shape}", shape=np.shape(PE))
     assert PE.dtype == np.float64, tr("sinusoidal_positions must return float64, got {dtype}", dtype=PE.dtype)
-    # d = 4: the frequencies are 1 / 10000^(0/4) = 1 and 1 / 10000^(2/4) = 1/100.
+    # d = 4: le frequenze sono 1 / 10000^(0/4) = 1 e 1 / 10000^(2/4) = 1/100.
     expected = [0.8414709848, 0.5403023059, 0.0099998333, 0.9999500004]   # sin 1, cos 1, sin 0.01, cos 0.01
-    halves = [expected[0], expected[2], expected[1], expected[3]]                # all the sines, then the cosines
+    halves = [expected[0], expected[2], expected[1], expected[3]]                # prima tutti i seni, poi i coseni
     if np.allclose(PE[0], [0.0, 0.0, 1.0, 1.0]) or np.allclose(PE[1], halves):
         raise AssertionError(
             tr("position 0 is [0, 0, 1, 1] or position 1 is [sin 1, sin 0.01, cos 1, cos 0.01]: the "
@@ -1117,7 +1117,7 @@ with visible_checks("sinusoidal_positions", 5):
 print(tr("{name}: visible checks passed", name='sinusoidal_positions'))
 
 # %% nbgrader={"grade": true, "grade_id": "sinusoidal_positions_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of sinusoidal_positions run when your notebook is graded.
+# I controlli nascosti di sinusoidal_positions girano quando il tuo notebook viene valutato.
 problem = before_grading("sinusoidal_positions", 3, 4)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1178,9 +1178,9 @@ with time_limit(10):
 # {{ solution: layer_norm_forward }}
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_forward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of layer_norm_forward: a worked example, gamma and beta, batch axes, float32."""
+"""Controlli visibili di layer_norm_forward: un esempio svolto, gamma e beta, assi del batch, float32."""
 with visible_checks("layer_norm_forward", 5):
-    x = np.array([[1.0, 2.0, 3.0, 4.0]])   # mean 2.5, biased variance 1.25
+    x = np.array([[1.0, 2.0, 3.0, 4.0]])   # media 2.5, varianza distorta 1.25
     y, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
     assert np.shape(y) == (1, 4), tr("x of shape (1, 4) must give y of shape (1, 4), got {shape}", shape=np.shape(y))
     expected = np.array([[-1.3416407865, -0.4472135955, 0.4472135955, 1.3416407865]])   # (x - 2.5) / sqrt(1.25)
@@ -1212,7 +1212,7 @@ with visible_checks("layer_norm_forward", 5):
 print(tr("{name}: visible checks passed", name='layer_norm_forward'))
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of layer_norm_forward run when your notebook is graded.
+# I controlli nascosti di layer_norm_forward girano quando il tuo notebook viene valutato.
 problem = before_grading("layer_norm_forward", np.ones((2, 4)), np.ones(4), np.zeros(4))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1254,10 +1254,10 @@ grade("layer_norm_forward", globals())
 # {{ solution: layer_norm_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of layer_norm_backward: a worked example, sums over every leading axis, a gradient check."""
+"""Controlli visibili di layer_norm_backward: un esempio svolto, somme su tutti gli assi iniziali, un controllo del gradiente."""
 with visible_checks("layer_norm_backward", 5):
     x = np.array([[1.0, 2.0, 3.0, 4.0]])
-    xhat = (x - 2.5) / math.sqrt(1.25)                     # mean 2.5, biased variance 1.25
+    xhat = (x - 2.5) / math.sqrt(1.25)                     # media 2.5, varianza distorta 1.25
     _, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
     dx, dgamma, dbeta = layer_norm_backward(np.array([[1.0, 0.0, 0.0, 0.0]]), cache)
     assert np.shape(dx) == (1, 4) and np.shape(dgamma) == (4,) and np.shape(dbeta) == (4,), (
@@ -1281,7 +1281,7 @@ with visible_checks("layer_norm_backward", 5):
     x = rng.standard_normal((2, 3, 5))                     # (B, T, d)
     gamma = 1 + 0.1 * rng.standard_normal(5)
     beta = 0.1 * rng.standard_normal(5)
-    G = rng.standard_normal((2, 3, 5))                     # the loss is L = sum(G * y), so dy = G
+    G = rng.standard_normal((2, 3, 5))                     # la loss è L = sum(G * y), quindi dy = G
     _, cache = layer_norm_forward(x, gamma, beta)
     dx, dgamma, dbeta = layer_norm_backward(G, cache)
     assert np.shape(dx) == (2, 3, 5) and np.shape(dgamma) == (5,) and np.shape(dbeta) == (5,), (
@@ -1306,7 +1306,7 @@ with visible_checks("layer_norm_backward", 5):
 print(tr("{name}: visible checks passed", name='layer_norm_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "layer_norm_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of layer_norm_backward run when your notebook is graded.
+# I controlli nascosti di layer_norm_backward girano quando il tuo notebook viene valutato.
 problem = before_grading("layer_norm_backward", np.ones((2, 4)), None)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1335,13 +1335,13 @@ grade("layer_norm_backward", globals())
 # {{ solution: attention_forward }}
 
 # %% nbgrader={"grade": false, "grade_id": "attention_forward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of attention_forward: a worked example, then agreement with multi_head_attention (h = 2, B = 2)."""
+"""Controlli visibili di attention_forward: un esempio svolto, poi l'accordo con multi_head_attention (h = 2, B = 2)."""
 with visible_checks("attention_forward", 5):
     B, T, d, h = 2, 3, 4, 2
     x = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # x[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     params = {"W_Q": np.zeros((d, d)), "W_K": np.zeros((d, d)), "W_V": np.eye(d), "W_O": np.eye(d),
               "b_Q": np.zeros(d), "b_K": np.zeros(d), "b_V": np.zeros(d), "b_O": np.array([0.5, 0.5, 0.5, 0.5])}
-    y, cache = attention_forward(x, params, n_heads=h)             # causal by default
+    y, cache = attention_forward(x, params, n_heads=h)             # causale per impostazione predefinita
     assert np.shape(y) == (B, T, d), tr("x (2, 3, 4) must give y (B, T, d) = (2, 3, 4), got {shape}", shape=np.shape(y))
     assert np.allclose(y[0], [[0.5, 1.5, 2.5, 3.5], [2.5, 3.5, 4.5, 5.5], [4.5, 5.5, 6.5, 7.5]]), (
         tr("with W_Q = W_K = 0 (all scores 0), W_V = W_O = I, the causal mask and b_O = 0.5, y[0] "
@@ -1374,7 +1374,7 @@ with visible_checks("attention_forward", 5):
 print(tr("{name}: visible checks passed", name='attention_forward'))
 
 # %% nbgrader={"grade": true, "grade_id": "attention_forward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of attention_forward run when your notebook is graded.
+# I controlli nascosti di attention_forward girano quando il tuo notebook viene valutato.
 problem = before_grading("attention_forward", np.ones((1, 2, 4)), {}, 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1415,7 +1415,7 @@ grade("attention_forward", globals())
 # {{ solution: attention_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "attention_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of attention_backward: shapes and keys, db_O, a gradient check of every tensor (h = 2, B = 2)."""
+"""Controlli visibili di attention_backward: forme e chiavi, db_O, un controllo del gradiente di ogni tensore (h = 2, B = 2)."""
 with visible_checks("attention_backward", 5):
     rng = np.random.default_rng(0)
     B, T, d, h = 2, 3, 4, 2
@@ -1437,7 +1437,7 @@ with visible_checks("attention_backward", 5):
             "6, 6, 6]; got {grads}",
             grads=grads['b_O']))
 
-    G = rng.standard_normal((B, T, d))                     # the loss is L = sum(G * y), so dy = G
+    G = rng.standard_normal((B, T, d))                     # la loss è L = sum(G * y), quindi dy = G
     _, cache = attention_forward(x, params, n_heads=h)
     dx, grads = attention_backward(G, cache)
 
@@ -1453,7 +1453,7 @@ with visible_checks("attention_backward", 5):
              "b_Q": tr("a bias is added at every position of every sequence"),
              "b_K": tr("a bias is added at every position of every sequence"),
              "x": tr("x reaches the output through three projections")}
-    order = ["W_O", "b_O", "W_V", "b_V", "W_Q", "b_Q", "W_K", "b_K"]    # the order of the backward pass
+    order = ["W_O", "b_O", "W_V", "b_V", "W_Q", "b_Q", "W_K", "b_K"]    # l'ordine della passata all'indietro
     for key, analytic, wrt in [(k, grads[k], params[k]) for k in order] + [("x", dx, x)]:
         numeric = numerical_gradient(attention_loss, wrt, eps=1e-6)
         err = rel_error(analytic, numeric)
@@ -1467,7 +1467,7 @@ with visible_checks("attention_backward", 5):
 print(tr("{name}: visible checks passed", name='attention_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "attention_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of attention_backward run when your notebook is graded.
+# I controlli nascosti di attention_backward girano quando il tuo notebook viene valutato.
 problem = before_grading("attention_backward", np.ones((1, 2, 4)), None)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1561,7 +1561,7 @@ with time_limit(30):
 # {{ solution: block_param_count }}
 
 # %% nbgrader={"grade": false, "grade_id": "block_param_count_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of block_param_count: the lesson's d = 64 figure and an explicit d_ff."""
+"""Controlli visibili di block_param_count: il conto della lezione per d = 64 e un d_ff esplicito."""
 with visible_checks("block_param_count", 5):
     n = block_param_count(64)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
@@ -1579,7 +1579,7 @@ with visible_checks("block_param_count", 5):
 print(tr("{name}: visible checks passed", name='block_param_count'))
 
 # %% nbgrader={"grade": true, "grade_id": "block_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of block_param_count run when your notebook is graded.
+# I controlli nascosti di block_param_count girano quando il tuo notebook viene valutato.
 problem = before_grading("block_param_count", 8)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1647,7 +1647,7 @@ with time_limit(10):
 # {{ solution: kv_cache_bytes }}
 
 # %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of kv_cache_bytes: the lesson's 2 GiB and 0.0625 GiB examples."""
+"""Controlli visibili di kv_cache_bytes: gli esempi della lezione da 2 GiB e da 0.0625 GiB."""
 with visible_checks("kv_cache_bytes", 5):
     n = kv_cache_bytes(n_layers=32, n_kv_heads=32, d_head=128, seq_len=4096, batch=1, bytes_per_element=2)
     assert isinstance(n, (int, np.integer)) and not isinstance(n, bool), (
@@ -1665,7 +1665,7 @@ with visible_checks("kv_cache_bytes", 5):
 print(tr("{name}: visible checks passed", name='kv_cache_bytes'))
 
 # %% nbgrader={"grade": true, "grade_id": "kv_cache_bytes_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of kv_cache_bytes run when your notebook is graded.
+# I controlli nascosti di kv_cache_bytes girano quando il tuo notebook viene valutato.
 problem = before_grading("kv_cache_bytes", 1, 1, 1, 1, 1, 2)
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS
@@ -1691,7 +1691,7 @@ grade("kv_cache_bytes", globals())
 # `block_param_count` e `kv_cache_bytes`. Il feedback mostra la soluzione svolta.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_decoder_budget_answer", "locked": false, "schema_version": 3, "solution": true}
-# Exercise 2: assign your five answers (numbers).
+# Esercizio 2: assegna le tue cinque risposte (numeri).
 # budget_block_params = ...
 # budget_weight_bytes_fp16 = ...
 # budget_kv_cache_bytes = ...
@@ -1700,14 +1700,14 @@ grade("kv_cache_bytes", globals())
 ### BEGIN SOLUTION
 d, n_layers, d_head = 512, 24, 64
 budget_block_params = n_layers * (12 * d * d + 13 * d)                        # 24 * 3,152,384 = 75,657,216
-budget_weight_bytes_fp16 = 2 * budget_block_params                            # 151,314,432 bytes = 144.3 MiB
-budget_kv_cache_bytes = 2 * n_layers * 8 * d_head * 8192 * 4 * 2              # 1,610,612,736 bytes = 1.5 GiB
-budget_kv_to_weights = budget_kv_cache_bytes / budget_weight_bytes_fp16       # about 10.64
-budget_kv_cache_bytes_mqa = 2 * n_layers * 1 * d_head * 8192 * 4 * 2          # 201,326,592 bytes = 0.1875 GiB
+budget_weight_bytes_fp16 = 2 * budget_block_params                            # 151,314,432 byte = 144.3 MiB
+budget_kv_cache_bytes = 2 * n_layers * 8 * d_head * 8192 * 4 * 2              # 1,610,612,736 byte = 1.5 GiB
+budget_kv_to_weights = budget_kv_cache_bytes / budget_weight_bytes_fp16       # circa 10.64
+budget_kv_cache_bytes_mqa = 2 * n_layers * 1 * d_head * 8192 * 4 * 2          # 201,326,592 byte = 0.1875 GiB
 ### END SOLUTION
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_decoder_budget_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of Exercise 2: the five answers are defined and are numbers (values are checked when graded)."""
+"""Controlli visibili dell'esercizio 2: le cinque risposte sono definite e sono numeri (i valori si controllano alla valutazione)."""
 with visible_checks("exercise_decoder_budget"):
     for name in ("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                  "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"):
@@ -1719,7 +1719,7 @@ with visible_checks("exercise_decoder_budget"):
     print(tr("exercise_decoder_budget: visible checks passed (the values are checked when graded)"))
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_decoder_budget_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of exercise_decoder_budget run when your notebook is graded.
+# I controlli nascosti di exercise_decoder_budget girano quando il tuo notebook viene valutato.
 problem = before_grading("exercise_decoder_budget", answers=("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes", "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"))
 assert problem is None, problem
 ### BEGIN HIDDEN TESTS

@@ -191,7 +191,7 @@ def numerical_gradient(loss, x, eps=1e-6, indices=None):
 # {{ solution: make_batch }}
 
 # %% nbgrader={"grade": false, "grade_id": "make_batch_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of make_batch: shapes and dtypes, the shift by one, SEP, copy and sort, the loss mask."""
+"""Controlli visibili di make_batch: forme e dtype, lo spostamento di uno, SEP, copy e sort, la maschera della loss."""
 require_gate()
 with visible_checks("make_batch", 10):
     inputs, targets, loss_mask = make_batch("sort", 3, 4, np.random.default_rng(0))
@@ -225,8 +225,8 @@ with visible_checks("make_batch", 10):
 print(tr("make_batch: visible checks passed; a sort sequence with L = 3:"), sequence[0])
 
 # %% nbgrader={"grade": true, "grade_id": "make_batch_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of make_batch run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di make_batch girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("make_batch", "copy", 2, 1, np.random.default_rng(0))
 assert problem is None, problem
@@ -257,7 +257,7 @@ grade("make_batch", globals())
 # {{ solution: model_param_count }}
 
 # %% nbgrader={"grade": false, "grade_id": "model_param_count_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of model_param_count: the lesson's 27,253, and a count of init_params' tensors."""
+"""Controlli visibili di model_param_count: i 27.253 della lezione, e un conteggio dei tensori di init_params."""
 require_gate()
 with visible_checks("model_param_count", 10):
     n = model_param_count(21, 32, 2, 13, 128)
@@ -273,11 +273,11 @@ with visible_checks("model_param_count", 10):
         tr("V = 7, d = 8, 3 layers, 5 positions, d_ff = 4 d = 32: init_params creates {counted:,} "
             "parameters, model_param_count says {model_param_count:,}",
             counted=counted, model_param_count=model_param_count(7, 8, 3, 5)))
-print(tr("model_param_count: visible checks passed;"), f"{n:,} parameters in the reference configuration")
+print(tr("model_param_count: visible checks passed; {n:,} parameters in the reference configuration", n=n))
 
 # %% nbgrader={"grade": true, "grade_id": "model_param_count_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of model_param_count run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di model_param_count girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("model_param_count", 21, 32, 2, 13)
 assert problem is None, problem
@@ -345,10 +345,10 @@ require_gate()
 # {{ solution: masked_cross_entropy }}
 
 # %% nbgrader={"grade": false, "grade_id": "masked_cross_entropy_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of masked_cross_entropy: a worked example, the mask, the gradient by central differences."""
+"""Controlli visibili di masked_cross_entropy: un esempio svolto, la maschera, il gradiente per differenze centrali."""
 require_gate()
 with visible_checks("masked_cross_entropy", 10):
-    logits = np.zeros((1, 2, 4))                     # every position: uniform over V = 4 tokens
+    logits = np.zeros((1, 2, 4))                     # ogni posizione: uniforme sui V = 4 token
     targets = np.array([[1, 3]])
     mask = np.array([[False, True]])
     loss, dlogits = masked_cross_entropy(logits, targets, mask)
@@ -380,8 +380,8 @@ with visible_checks("masked_cross_entropy", 10):
 print(tr("{name}: visible checks passed", name='masked_cross_entropy'))
 
 # %% nbgrader={"grade": true, "grade_id": "masked_cross_entropy_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of masked_cross_entropy run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di masked_cross_entropy girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("masked_cross_entropy", np.zeros((1, 1, 2)), np.zeros((1, 1), int), np.ones((1, 1), bool))
 assert problem is None, problem
@@ -420,7 +420,7 @@ grade("masked_cross_entropy", globals())
 # {{ solution: block_backward }}
 
 # %% nbgrader={"grade": false, "grade_id": "block_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of block_backward: every gradient of a pre-LN and a post-LN block against central differences."""
+"""Controlli visibili di block_backward: ogni gradiente di un blocco pre-LN e di uno post-LN confrontato con le differenze centrali."""
 require_gate()
 with visible_checks("block_backward", 120):
     ops = current_ops()
@@ -430,7 +430,7 @@ with visible_checks("block_backward", 120):
         params = block_params(init_params(config, rng), 0)
         params = {k: v + 0.2 * rng.standard_normal(v.shape) if v.ndim == 1 else v for k, v in params.items()}
         x = rng.standard_normal((2, 5, 16))
-        dy = rng.standard_normal(x.shape)                                 # a random upstream gradient
+        dy = rng.standard_normal(x.shape)                                 # un gradiente a monte casuale
         _, cache = block_forward(x, params, config.n_heads, ops, pre_ln=pre_ln)
         dx, grads = block_backward(dy, cache, ops)
         placement = "pre-LN" if pre_ln else "post-LN"
@@ -455,8 +455,8 @@ with visible_checks("block_backward", 120):
 print(tr("{name}: visible checks passed", name='block_backward'))
 
 # %% nbgrader={"grade": true, "grade_id": "block_backward_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of block_backward run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di block_backward girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("block_backward", np.zeros((1, 1, 4)), {}, None)
 assert problem is None, problem
@@ -570,12 +570,12 @@ require_gate()
 # {{ solution: adam_step }}
 
 # %% nbgrader={"grade": false, "grade_id": "adam_step_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of adam_step: two steps computed by hand."""
+"""Controlli visibili di adam_step: due passi calcolati a mano."""
 require_gate()
 with visible_checks("adam_step", 10):
     params, state = {"w": np.array([1.0])}, adam_init({"w": np.array([1.0])})
     params1, state1 = adam_step(params, {"w": np.array([0.5])}, state, lr=0.1)
-    # t = 1: m = 0.05, v = 0.00025, m_hat = 0.5, v_hat = 0.25: w = 1 - 0.1 * 0.5 / (0.5 + 1e-8), about 0.9
+    # t = 1: m = 0.05, v = 0.00025, m_hat = 0.5, v_hat = 0.25: w = 1 - 0.1 * 0.5 / (0.5 + 1e-8), circa 0.9
     w1 = 1 - 0.1 * 0.5 / (0.5 + 1e-8)
     assert np.allclose(params1["w"], [w1], rtol=0, atol=1e-12), (
         tr("first step from w = 1 with g = 0.5, lr = 0.1: m_hat = 0.5, v_hat = 0.25, so w = 0.9; "
@@ -597,8 +597,8 @@ with visible_checks("adam_step", 10):
 print(tr("adam_step: visible checks passed; two steps from w = 1:"), params1["w"], params2["w"])
 
 # %% nbgrader={"grade": true, "grade_id": "adam_step_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of adam_step run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di adam_step girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("adam_step", {}, {}, {"t": 0, "m": {}, "v": {}})
 assert problem is None, problem
@@ -637,14 +637,14 @@ require_gate()
 # {{ solution: greedy_generate }}
 
 # %% nbgrader={"grade": false, "grade_id": "greedy_generate_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of greedy_generate: shapes, prompts left untouched, and the same tokens as the given KV-cache decoder."""
+"""Controlli visibili di greedy_generate: forme, prompt lasciati intatti, e gli stessi token del decoder con cache chiave-valore fornito."""
 require_gate()
 with visible_checks("greedy_generate", 60):
     ops = current_ops()
     for pre_ln in (True, False):
         config = ModelConfig(max_len=13, pre_ln=pre_ln)
         params = init_params(config, np.random.default_rng(2))
-        params["W_out"] = params["W_out"] * 4.0                   # sharper logits for an untrained model
+        params["W_out"] = params["W_out"] * 4.0                   # logits più netti per un modello non addestrato
         prompts, _, _ = make_batch("copy", 6, 5, np.random.default_rng(3))
         prompts = prompts[:, :7]                                   # [s1 .. s6, SEP]
         before = prompts.copy()
@@ -665,8 +665,8 @@ with visible_checks("greedy_generate", 60):
 print(tr("{name}: visible checks passed", name='greedy_generate'))
 
 # %% nbgrader={"grade": true, "grade_id": "greedy_generate_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of greedy_generate run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di greedy_generate girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("greedy_generate", {}, np.zeros((1, 1), int), 1, None, None)
 assert problem is None, problem
@@ -778,7 +778,7 @@ else:
 # {{ solution: answer_accuracy }}
 
 # %% nbgrader={"grade": false, "grade_id": "answer_accuracy_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
-"""Visible checks of answer_accuracy: a worked example."""
+"""Controlli visibili di answer_accuracy: un esempio svolto."""
 require_gate()
 with visible_checks("answer_accuracy", 10):
     token_acc, seq_acc = answer_accuracy(np.array([[1, 2, 3], [1, 2, 4]]), np.array([[1, 2, 3], [1, 2, 3]]))
@@ -789,8 +789,8 @@ with visible_checks("answer_accuracy", 10):
 print(tr("{name}: visible checks passed", name='answer_accuracy'))
 
 # %% nbgrader={"grade": true, "grade_id": "answer_accuracy_hidden_checks", "locked": true, "schema_version": 3, "solution": false}
-# Hidden checks of answer_accuracy run when your notebook is graded (with the reference
-# attention functions, so these points never depend on assignment `attention`).
+# I controlli nascosti di answer_accuracy girano quando il tuo notebook viene valutato (con le
+# funzioni di attenzione di riferimento: questi punti non dipendono mai dal compito `attention`).
 require_gate()
 problem = before_grading("answer_accuracy", np.zeros((1, 1), int), np.zeros((1, 1), int))
 assert problem is None, problem
