@@ -1728,12 +1728,18 @@ def fast_masked_cross_entropy(logits, targets, loss_mask):
         ValueError: if ``loss_mask`` has no True entry.
     """
     V = logits.shape[-1]
-    index = np.flatnonzero(loss_mask)                                 # masked (b, t), flat
-    n = index.size
-    if n == 0:
-        raise ValueError("loss_mask selects no position")
-    rows = np.take(logits.reshape(-1, V), index, axis=0)              # (N, V)
-    picked = np.arange(n), np.take(targets, index)
+    loss_mask = np.asarray(loss_mask, dtype=bool)
+    if loss_mask.all() and loss_mask.size * V == logits.size:         # every row counts
+        index, n = None, loss_mask.size                               # (the answer rows)
+        rows = logits.reshape(n, V).copy()
+        picked = np.arange(n), np.asarray(targets).reshape(n)
+    else:
+        index = np.flatnonzero(loss_mask)                             # masked (b, t), flat
+        n = index.size
+        if n == 0:
+            raise ValueError("loss_mask selects no position")
+        rows = np.take(logits.reshape(-1, V), index, axis=0)          # (N, V)
+        picked = np.arange(n), np.take(targets, index)
     rows -= rows.max(axis=1, keepdims=True)
     exps = np.exp(rows)
     total = _row_sum(exps)                                            # (N, 1)
@@ -1741,6 +1747,8 @@ def fast_masked_cross_entropy(logits, targets, loss_mask):
     exps /= total                                                     # softmax of each row
     exps[picked] -= 1
     exps *= 1.0 / n
+    if index is None:
+        return loss, exps.reshape(logits.shape)
     dlogits = np.zeros_like(logits)
     dlogits.reshape(-1, V)[index] = exps
     return loss, dlogits

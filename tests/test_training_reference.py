@@ -309,6 +309,11 @@ def test_fast_loss_and_grads_falls_back_to_the_three_calls():
     loss_all, _ = fast.loss_and_grads(params, inputs, targets, all_rows, config, fast)
     assert loss_all == pytest.approx(plain.masked_cross_entropy(logits, targets, all_rows)[0],
                                      rel=1e-12)
+    expected_loss, expected_dlogits = plain.masked_cross_entropy(logits, targets, all_rows)
+    fast_loss, fast_dlogits = tr.fast_masked_cross_entropy(logits, targets, all_rows)
+    assert fast_loss == pytest.approx(expected_loss, rel=1e-12)      # every row counts
+    assert fast_dlogits.shape == logits.shape
+    assert np.max(np.abs(fast_dlogits - expected_dlogits)) < 1e-15
     post = tr.ModelConfig(max_len=13, pre_ln=False)
     post_params = _random_params(post, rng, np.float64)
     loss_post, _ = fast.loss_and_grads(post_params, inputs, targets, mask, post, fast)
