@@ -11,7 +11,8 @@ the same batches:
 
 * **reference**: ``solutions.training.train`` as the kit runs it, float32 arithmetic and
   the fused kernels of ``fast_ops`` (one (d, 3d) projection for Q, K, V, reductions as
-  BLAS products, the backward of the last block and the head on the answer rows only);
+  BLAS products, and in training (``fast_loss_and_grads``) the last block's queries and
+  FFN, the final layer norm and the head, forward and backward, on the answer rows only);
 * **plain float32**: the same loop on the plain reference functions of both assignments
   (``reference_ops``), float32: what the training notebook runs on the instructor's side;
 * **plain float64**: the same plain functions in float64;

@@ -797,7 +797,11 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
         task: ``"copy"`` or ``"sort"``.
         L: int, symbols per sequence (the model sees ``2L`` positions).
         seed: int.
-        ops: namespace (``make_ops``) of every function the model is wired from.
+        ops: namespace (``make_ops``) of every function the model is wired from. If it
+            has an attribute ``loss_and_grads`` (``fast_ops``), each step calls
+            ``ops.loss_and_grads(params, inputs, targets, loss_mask, config, ops)`` ->
+            ``(loss, grads)`` in place of ``model_forward``, ``masked_cross_entropy`` and
+            ``model_backward``.
         steps, batch_size, lr: training length, sequences per batch, Adam's step size.
         d, n_heads, n_layers, d_ff, pre_ln, scale, positions: the model
             (``ModelConfig``; ``max_len = 2L + 1``).
@@ -832,11 +836,15 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     theta = flatten(params, keys)                        # every parameter, one vector
     state = adam_init({"theta": theta})
     losses = np.empty(steps)
+    loss_and_grads = getattr(ops, "loss_and_grads", None)   # a faster path of the 3 calls
     for step in range(steps):
         inputs, targets, loss_mask = ops.make_batch(task, L, batch_size, rng)
-        logits, cache = ops.model_forward(params, inputs, config, ops)
-        loss, dlogits = ops.masked_cross_entropy(logits, targets, loss_mask)
-        grads = ops.model_backward(dlogits, cache, ops)
+        if loss_and_grads is None:
+            logits, cache = ops.model_forward(params, inputs, config, ops)
+            loss, dlogits = ops.masked_cross_entropy(logits, targets, loss_mask)
+            grads = ops.model_backward(dlogits, cache, ops)
+        else:
+            loss, grads = loss_and_grads(params, inputs, targets, loss_mask, config, ops)
         new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)}, state,
                                    lr=lr)
         theta = new["theta"]
@@ -1272,11 +1280,16 @@ def fast_layer_norm_backward(dy, cache):
     return dx.reshape(shape), ones @ g, ones @ dy2
 
 
-def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
+def fast_attention_forward(x, params, n_heads, causal=True, scale=True, *, start=0):
     """``attention_forward`` with one fused (d, 3d) projection for Q, K and V (same
     contract). The scaling ``1/sqrt(d_h)`` is folded into the query columns of the
     projection, so the cached ``q`` is the scaled query; ``O`` is cached as ``(B*T, d)``,
     the heads merged.
+
+    ``start`` (training only, see ``fast_loss_and_grads``): with ``0 < start < T`` only
+    the query positions ``start .. T-1`` are attended from (every key and value is still
+    computed), and the output is ``(B, T - start, d)``, the rows ``start ..`` of the full
+    output; ``P`` and ``O`` are cached for those rows only (``cache["start"]``).
 
     Raises:
         ValueError: if ``d`` is not divisible by ``n_heads``, or the shapes do not fit.
@@ -1286,6 +1299,7 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
     if d % h:
         raise ValueError(f"d = {d} is not divisible by n_heads = {h}")
     d_h = d // h
+    Ta = T - start
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     W_Q, b_Q = params["W_Q"], params["b_Q"]
     if factor != 1.0:
@@ -1295,17 +1309,17 @@ def fast_attention_forward(x, params, n_heads, causal=True, scale=True):
     qkv = x.reshape(B * T, d) @ W
     qkv += b
     q, k, v = qkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views, (B, h, T, d_h)
-    scores = q @ k.swapaxes(-1, -2)                                # (B, h, T, T)
+    scores = (q[:, :, start:] if start else q) @ k.swapaxes(-1, -2)  # (B, h, Ta, T)
     if causal:
-        scores += _causal_additive(T, scores.dtype)
+        scores += _causal_additive(T, scores.dtype)[start:]
     P = _softmax_rows(scores)
-    O = np.empty((B * T, d), dtype=P.dtype)                        # heads merged
-    np.matmul(P, v, out=O.reshape(B, T, h, d_h).transpose(0, 2, 1, 3))
+    O = np.empty((B * Ta, d), dtype=P.dtype)                       # heads merged
+    np.matmul(P, v, out=O.reshape(B, Ta, h, d_h).transpose(0, 2, 1, 3))
     y = O @ params["W_O"]
     y += params["b_O"]
     cache = {"x": x, "q": q, "k": k, "v": v, "P": P, "O": O, "W": W, "factor": factor,
-             "n_heads": h, "params": params}
-    return y.reshape(B, T, d), cache
+             "n_heads": h, "params": params, "start": start}
+    return y.reshape(B, Ta, d), cache
 
 
 def fast_attention_backward(dy, cache):
@@ -1317,6 +1331,9 @@ def fast_attention_backward(dy, cache):
         KeyError: if ``cache`` is not what ``fast_attention_forward`` returned.
         ValueError: if ``dy``'s shape is not that of the attention's output.
     """
+    if cache.get("start", 0):
+        raise ValueError("the cache of fast_attention_forward(start > 0) is run backwards "
+                         "by _attention_backward_suffix")
     x, q, k, v, P, O = (cache[name] for name in ("x", "q", "k", "v", "P", "O"))
     B, T, d = x.shape
     h = cache["n_heads"]
@@ -1346,17 +1363,36 @@ def fast_attention_backward(dy, cache):
     return dx, grads
 
 
-def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True):
+def fast_block_forward(x, params, n_heads, ops, pre_ln=True, scale=True, *, start=0):
     """``block_forward`` with 2-D products and in-place sums (same contract and cache).
+
+    ``start`` (training only, see ``fast_loss_and_grads``; pre-LN with the fast layer norm
+    and attention): with ``0 < start < T`` the output is ``(B, T - start, d)``, the rows
+    ``start ..`` of the full output. The first layer norm, the keys and the values are
+    computed at every position; the queries' attention, the residuals, the second layer
+    norm and the FFN at the positions ``start ..`` only, which is all a position there
+    depends on (the FFN and the layer norms act on each position alone, the attention is
+    causal). The cache holds those rows (``cache["start"]``) for ``fast_block_backward``.
 
     Raises:
         KeyError: if ``params`` lacks one of ``BLOCK_KEYS``.
-        ValueError: if the shapes do not fit, as ``block_forward``.
+        ValueError: if the shapes do not fit, as ``block_forward``; if ``start > 0`` and the
+            block is post-LN or ``ops`` lacks the fast layer norm and attention.
     """
     attn_params = {key: params[key] for key in ATTENTION_KEYS}
-    cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"]}
+    cache = {"pre_ln": pre_ln, "W1": params["W1"], "W2": params["W2"], "start": start}
     B, T, d = x.shape
-    if pre_ln:
+    if start and not (pre_ln and ops.attention_forward is fast_attention_forward
+                      and ops.layer_norm_forward is fast_layer_norm_forward):
+        raise ValueError("start > 0 needs a pre-LN block with the fast layer norm and attention")
+    if start:
+        a, cache["ln1"] = fast_layer_norm_forward(x, params["ln1_gamma"], params["ln1_beta"])
+        x1, cache["attn"] = fast_attention_forward(a, attn_params, n_heads, causal=True,
+                                                   scale=scale, start=start)
+        x1 += x[:, start:]                                 # the rows start.. of x + MHA(LN1(x))
+        T = T - start
+        u, cache["ln2"] = fast_layer_norm_forward(x1, params["ln2_gamma"], params["ln2_beta"])
+    elif pre_ln:
         a, cache["ln1"] = ops.layer_norm_forward(x, params["ln1_gamma"], params["ln1_beta"])
         x1, cache["attn"] = ops.attention_forward(a, attn_params, n_heads, causal=True,
                                                   scale=scale)
@@ -1400,7 +1436,8 @@ def _zero_prefix(dy):
 
 def _attention_backward_suffix(dy, cache, s):
     """``fast_attention_backward`` for a ``dy`` ``(B, T, d)`` that is 0 at the positions
-    before ``s`` (given as ``dy[:, s:]``, ``(B, T - s, d)``); the same gradients.
+    before ``s`` (given as ``dy[:, s:]``, ``(B, T - s, d)``); the same gradients. The cache
+    is that of ``fast_attention_forward`` with ``start`` 0 or ``s``.
 
     The rows before ``s`` carry no gradient into the attention output, the scores of their
     queries or the queries themselves, so only the ``T - s`` last query rows are computed
@@ -1418,10 +1455,11 @@ def _attention_backward_suffix(dy, cache, s):
     d_h = d // h
     Ta = T - s
     dy2 = dy.reshape(B * Ta, d)                                    # a copy if dy is a slice
-    O_late = O.reshape(B, T, d)[:, s:].reshape(B * Ta, d)
+    skip = s - cache.get("start", 0)                               # cached rows before s
+    O_late = O.reshape(B, -1, d)[:, skip:].reshape(B * Ta, d) if skip else O
     grads = {"W_O": O_late.T @ dy2, "b_O": _column_sum(dy2)}
     dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, Ta, h, d_h).transpose(0, 2, 1, 3)
-    P_late = P[:, :, s:]                                           # (B, h, Ta, T)
+    P_late = P[:, :, skip:] if skip else P                         # (B, h, Ta, T)
     dqkv = np.zeros((B * T, 3 * d), dtype=np.result_type(dy, x))
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
     np.matmul(P_late.swapaxes(-1, -2), dO, out=dv)
@@ -1455,23 +1493,41 @@ def _block_backward_suffix(dy, cache, s):
     gradients are those of the full computation (the rows left out add exact zeros to
     every sum).
     """
-    grads = {}
-    B, T, d = dy.shape
-    d_ff = cache["ffn_hidden"].shape[-1]
-    Na = B * (T - s)
-    dy_late = dy[:, s:].reshape(Na, d)                             # (Na, d), a copy
-    hidden = cache["ffn_hidden"][:, s:].reshape(Na, d_ff)
-    grads["W2"] = hidden.T @ dy_late
-    grads["b2"] = _column_sum(dy_late)
-    dpre = dy_late @ cache["W2"].T                                 # (Na, d_ff)
-    dpre *= cache["ffn_pre"][:, s:].reshape(Na, d_ff) > 0          # the ReLU's gradient
-    grads["W1"] = cache["ffn_in"][:, s:].reshape(Na, d).T @ dpre
-    grads["b1"] = _column_sum(dpre)
     ln2 = cache["ln2"]
-    ln2_late = {"xhat": ln2["xhat"][:, s:], "inv": ln2["inv"][:, s:], "gamma": ln2["gamma"]}
+    late = {"ffn_hidden": cache["ffn_hidden"][:, s:], "ffn_pre": cache["ffn_pre"][:, s:],
+            "ffn_in": cache["ffn_in"][:, s:], "W1": cache["W1"], "W2": cache["W2"],
+            "ln2": {"xhat": ln2["xhat"][:, s:], "inv": ln2["inv"][:, s:], "gamma": ln2["gamma"]},
+            "ln1": cache["ln1"], "attn": cache["attn"]}
+    return _block_backward_late(dy[:, s:], late, s)
+
+
+def _block_backward_late(dy_late, cache, s):
+    """``_block_backward_suffix`` given ``dy_late = dy[:, s:]`` ``(B, T - s, d)`` and a
+    cache whose FFN and second layer norm entries hold the rows ``s ..`` only (the cache of
+    ``fast_block_forward(start=s)``, or views of a full one); ``cache["attn"]`` is that of
+    ``fast_attention_forward`` with ``start`` 0 or ``s``.
+
+    Returns:
+        ``(dx, grads)``: ``dx`` ``(B, T, d)``, grads keyed by ``BLOCK_KEYS``.
+    """
+    grads = {}
+    B, Ta, d = dy_late.shape
+    s_check = cache["ln1"]["xhat"].shape[1] - Ta
+    if s_check != s:
+        raise ValueError(f"dy_late has {Ta} positions, the block {Ta + s_check}, s = {s}")
+    d_ff = cache["ffn_hidden"].shape[-1]
+    Na = B * Ta
+    dy2 = dy_late.reshape(Na, d)                                   # a copy if a slice
+    hidden = cache["ffn_hidden"].reshape(Na, d_ff)
+    grads["W2"] = hidden.T @ dy2
+    grads["b2"] = _column_sum(dy2)
+    dpre = dy2 @ cache["W2"].T                                     # (Na, d_ff)
+    dpre *= cache["ffn_pre"].reshape(Na, d_ff) > 0                 # the ReLU's gradient
+    grads["W1"] = cache["ffn_in"].reshape(Na, d).T @ dpre
+    grads["b1"] = _column_sum(dpre)
     dx1, grads["ln2_gamma"], grads["ln2_beta"] = fast_layer_norm_backward(
-        (dpre @ cache["W1"].T).reshape(B, T - s, d), ln2_late)
-    dx1 += dy_late.reshape(B, T - s, d)                            # x1 feeds LN2 and the residual
+        (dpre @ cache["W1"].T).reshape(B, Ta, d), cache["ln2"])
+    dx1 += dy2.reshape(B, Ta, d)                                   # x1 feeds LN2 and the residual
     da, attn_grads = _attention_backward_suffix(dx1, cache["attn"], s)
     dx, grads["ln1_gamma"], grads["ln1_beta"] = fast_layer_norm_backward(da, cache["ln1"])
     dx[:, s:] += dx1                                               # dx1 = 0 before s
@@ -1491,6 +1547,9 @@ def fast_block_backward(dy, cache, ops):
         KeyError: if ``cache`` is not what ``fast_block_forward`` returned.
         ValueError: if ``dy``'s shape is not that of the block's output.
     """
+    start = cache.get("start", 0)
+    if start:                                      # fast_block_forward(start=...): dy_late
+        return _block_backward_late(dy, cache, start)
     if (cache["pre_ln"] and ops.layer_norm_backward is fast_layer_norm_backward
             and ops.attention_backward is fast_attention_backward):
         s = _zero_prefix(dy)
@@ -1529,12 +1588,20 @@ def fast_block_backward(dy, cache, ops):
     return dx, {key: grads[key] for key in BLOCK_KEYS}
 
 
-def fast_model_forward(params, inputs, config, ops):
+def fast_model_forward(params, inputs, config, ops, *, start=0):
     """``model_forward`` (same contract and cache keys) with the embedding gathered by
     ``np.take``, the positions added in place and the output projection as a 2-D product.
 
+    ``start`` (training only, see ``fast_loss_and_grads``): with ``0 < start < T`` the
+    logits of the positions ``start .. T-1`` only, ``(B, T - start, V)``, equal to the rows
+    ``start ..`` of the full logits: the last block (``fast_block_forward(start=...)``),
+    the final layer norm and the head run on those positions only. ``fast_model_backward``
+    takes the gradient of those logits. Needs pre-LN blocks (at least one) built from the
+    fast block, layer norm and attention.
+
     Raises:
-        ValueError: if ``T > config.max_len`` with positions.
+        ValueError: if ``T > config.max_len`` with positions; if ``start > 0`` and the
+            model is not as said above, or ``start`` is not below ``T``.
     """
     inputs = np.asarray(inputs)
     B, T = inputs.shape
@@ -1544,25 +1611,38 @@ def fast_model_forward(params, inputs, config, ops):
             raise ValueError(f"sequence of length {T} is longer than the position table "
                              f"({params['positions'].shape[0]} rows)")
         h += params["positions"][:T]                         # (T, d) broadcast over B
+    if start and not (0 < start < T and config.n_layers >= 1 and config.pre_ln
+                      and ops.block_forward is fast_block_forward
+                      and ops.layer_norm_forward is fast_layer_norm_forward
+                      and ops.attention_forward is fast_attention_forward):
+        raise ValueError(f"start = {start} needs 0 < start < T = {T} and pre-LN fast blocks")
     block_caches = []
     for i in range(config.n_layers):
-        h, c = ops.block_forward(h, block_params(params, i), config.n_heads, ops,
-                                 pre_ln=config.pre_ln, scale=config.scale)
+        last = start if i == config.n_layers - 1 else 0
+        if last:
+            h, c = fast_block_forward(h, block_params(params, i), config.n_heads, ops,
+                                      scale=config.scale, start=last)
+        else:
+            h, c = ops.block_forward(h, block_params(params, i), config.n_heads, ops,
+                                     pre_ln=config.pre_ln, scale=config.scale)
         block_caches.append(c)
-    hf, ln_f = ops.layer_norm_forward(h, params["ln_f_gamma"], params["ln_f_beta"])
+    hf, ln_f = (fast_layer_norm_forward if start else ops.layer_norm_forward)(
+        h, params["ln_f_gamma"], params["ln_f_beta"])
     W_out = params["W_out"]
-    logits = hf.reshape(-1, W_out.shape[0]) @ W_out          # (B*T, d) -> (B*T, V)
+    logits = hf.reshape(-1, W_out.shape[0]) @ W_out          # (B*Ta, d) -> (B*Ta, V)
     logits += params["b_out"]
     cache = {"inputs": inputs, "blocks": block_caches, "ln_f": ln_f, "hf": hf,
-             "config": config, "params": params}
-    return logits.reshape(B, T, -1), cache
+             "config": config, "params": params, "start": start}
+    return logits.reshape(B, T - start, -1), cache
 
 
 def fast_model_backward(dlogits, cache, ops):
     """``model_backward`` (same contract) with 2-D products and BLAS sums; when
     ``dlogits`` is 0 at the first positions of every sequence (a training step: the loss
     reads the answers only), the output projection and the final layer norm are run
-    backwards on the later positions only (the same gradients).
+    backwards on the later positions only (the same gradients). After
+    ``fast_model_forward(start=s)``, ``dlogits`` is ``(B, T - s, V)``, the gradient of
+    the logits it returned.
 
     Raises:
         KeyError: if ``cache`` is not what ``fast_model_forward`` returned.
@@ -1572,8 +1652,21 @@ def fast_model_backward(dlogits, cache, ops):
     d, V = params["W_out"].shape
     hf, inputs = cache["hf"], cache["inputs"]
     B, T = inputs.shape
-    s = _zero_prefix(dlogits) if ops.layer_norm_backward is fast_layer_norm_backward else 0
-    if 0 < s < T:
+    start = cache.get("start", 0)
+    s = 0
+    if not start and ops.layer_norm_backward is fast_layer_norm_backward:
+        s = _zero_prefix(dlogits)
+    if start:
+        # fast_model_forward(start=...): dlogits (B, T - start, V) and the cache of the
+        # head, the final layer norm and the last block hold those positions only
+        Ta = T - start
+        if dlogits.shape != (B, Ta, V):
+            raise ValueError(f"dlogits has shape {dlogits.shape}, expected {(B, Ta, V)}")
+        g2 = dlogits.reshape(B * Ta, V)
+        grads = {"W_out": hf.reshape(B * Ta, d).T @ g2, "b_out": _column_sum(g2)}
+        dh, grads["ln_f_gamma"], grads["ln_f_beta"] = fast_layer_norm_backward(
+            (g2 @ params["W_out"].T).reshape(B, Ta, d), cache["ln_f"])
+    elif 0 < s < T:
         # the loss reads only the positions s.. (the answers): the head and the final layer
         # norm act on each position alone, so they are run backwards on those rows only
         g2 = dlogits[:, s:].reshape(B * (T - s), V)                # a copy
@@ -1590,7 +1683,10 @@ def fast_model_backward(dlogits, cache, ops):
         dh = (g2 @ params["W_out"].T).reshape(B, T, d)
         dh, grads["ln_f_gamma"], grads["ln_f_beta"] = ops.layer_norm_backward(dh, cache["ln_f"])
     for i in reversed(range(config.n_layers)):
-        dh, block_grads = ops.block_backward(dh, cache["blocks"][i], ops)
+        if cache["blocks"][i].get("start", 0):            # the last block of a start > 0
+            dh, block_grads = fast_block_backward(dh, cache["blocks"][i], ops)
+        else:
+            dh, block_grads = ops.block_backward(dh, cache["blocks"][i], ops)
         grads.update({f"block{i}.{key}": block_grads[key] for key in BLOCK_KEYS})
     # the embedding's gradient, a scatter-add over the tokens: one-hot (V, B*T) x (B*T, d)
     dh2 = dh.reshape(B * T, d)
@@ -1632,12 +1728,18 @@ def fast_masked_cross_entropy(logits, targets, loss_mask):
         ValueError: if ``loss_mask`` has no True entry.
     """
     V = logits.shape[-1]
-    index = np.flatnonzero(loss_mask)                                 # masked (b, t), flat
-    n = index.size
-    if n == 0:
-        raise ValueError("loss_mask selects no position")
-    rows = np.take(logits.reshape(-1, V), index, axis=0)              # (N, V)
-    picked = np.arange(n), np.take(targets, index)
+    loss_mask = np.asarray(loss_mask, dtype=bool)
+    if loss_mask.all() and loss_mask.size * V == logits.size:         # every row counts
+        index, n = None, loss_mask.size                               # (the answer rows)
+        rows = logits.reshape(n, V).copy()
+        picked = np.arange(n), np.asarray(targets).reshape(n)
+    else:
+        index = np.flatnonzero(loss_mask)                             # masked (b, t), flat
+        n = index.size
+        if n == 0:
+            raise ValueError("loss_mask selects no position")
+        rows = np.take(logits.reshape(-1, V), index, axis=0)          # (N, V)
+        picked = np.arange(n), np.take(targets, index)
     rows -= rows.max(axis=1, keepdims=True)
     exps = np.exp(rows)
     total = _row_sum(exps)                                            # (N, 1)
@@ -1645,6 +1747,8 @@ def fast_masked_cross_entropy(logits, targets, loss_mask):
     exps /= total                                                     # softmax of each row
     exps[picked] -= 1
     exps *= 1.0 / n
+    if index is None:
+        return loss, exps.reshape(logits.shape)
     dlogits = np.zeros_like(logits)
     dlogits.reshape(-1, V)[index] = exps
     return loss, dlogits
@@ -1684,6 +1788,64 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
     return new_params, {"t": t, "m": m_new, "v": v_new}
 
 
+def _loss_start(loss_mask):
+    """First position ``s`` at which ``loss_mask`` ``(B, T)`` is True in some sequence (no
+    sequence counts a position before ``s``); ``T`` if it is all False."""
+    counted = np.flatnonzero(loss_mask.any(axis=0))
+    return int(counted[0]) if counted.size else loss_mask.shape[1]
+
+
+def fast_loss_and_grads(params, inputs, targets, loss_mask, config, ops):
+    """One training step's loss and gradients: ``ops.model_forward``, then
+    ``ops.masked_cross_entropy``, then ``ops.model_backward``, as ``train`` runs them, with
+    the same results (to rounding) and less work.
+
+    The loss reads only the positions where ``loss_mask`` is True, from ``s`` on (the
+    answers: ``s = L``), so the logits before ``s`` are not needed: when ``ops`` holds the
+    fast model, block, layer norm, attention and loss of this module and the blocks are
+    pre-LN, the model runs with ``fast_model_forward(start=s)`` (the last block's
+    attention from the queries ``s ..``, its FFN, the final layer norm and the head on the
+    positions ``s ..`` only) and ``fast_model_backward`` on those rows; otherwise (a
+    function of ``ops`` replaced, post-LN, ``s = 0``) the three calls as they are.
+    ``fast_ops`` puts it into its namespace as ``loss_and_grads``, which ``train`` uses.
+
+    Args:
+        params: dict of ``init_params``.
+        inputs, targets: ints ``(B, T)``.
+        loss_mask: bool ``(B, T)`` with at least one True.
+        config: ``ModelConfig``.
+        ops: namespace (``fast_ops``).
+
+    Returns:
+        ``(loss, grads)``: the loss, a Python float; the gradients, a dict keyed and shaped
+        as ``params``.
+
+    Raises:
+        ValueError: if ``loss_mask`` selects no position; what the functions of ``ops``
+            raise.
+    """
+    loss_mask = np.asarray(loss_mask, dtype=bool)
+    s = _loss_start(loss_mask)
+    T = loss_mask.shape[1]
+    if (0 < s < T and config.pre_ln and config.n_layers >= 1
+            and ops.model_forward is fast_model_forward
+            and ops.model_backward is fast_model_backward
+            and ops.block_forward is fast_block_forward
+            and ops.block_backward is fast_block_backward
+            and ops.masked_cross_entropy is fast_masked_cross_entropy
+            and ops.layer_norm_forward is fast_layer_norm_forward
+            and ops.layer_norm_backward is fast_layer_norm_backward
+            and ops.attention_forward is fast_attention_forward
+            and ops.attention_backward is fast_attention_backward):
+        logits, cache = fast_model_forward(params, inputs, config, ops, start=s)
+        loss, dlogits = fast_masked_cross_entropy(logits, np.asarray(targets)[:, s:],
+                                                  loss_mask[:, s:])
+        return loss, fast_model_backward(dlogits, cache, ops)
+    logits, cache = ops.model_forward(params, inputs, config, ops)
+    loss, dlogits = ops.masked_cross_entropy(logits, targets, loss_mask)
+    return loss, ops.model_backward(dlogits, cache, ops)
+
+
 def fast_ops(**overrides):
     """``reference_ops`` with the fast kernels above in place of the reference's batch,
     layer norm, attention, block, model, loss and Adam functions, and
@@ -1702,7 +1864,9 @@ def fast_ops(**overrides):
                "masked_cross_entropy": fast_masked_cross_entropy,
                "adam_step": fast_adam_step, "greedy_generate": generate_with_cache}
     kernels.update(overrides)
-    return reference_ops(**kernels)
+    ops = reference_ops(**kernels)
+    ops.loss_and_grads = fast_loss_and_grads     # train's hook (checks the kernels above)
+    return ops
 
 
 # ---------------------------------------------------------------------------------------

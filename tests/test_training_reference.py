@@ -244,6 +244,87 @@ def test_fast_backward_on_the_answer_rows_equals_the_full_backward(dtype, tolera
             assert np.max(np.abs(out[1][1][key] - out[0][1][key])) <= tolerance * scale, key
 
 
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 1e-5)],
+                         ids=["float64", "float32"])
+def test_fast_loss_and_grads_on_the_answer_rows_equals_the_full_path(dtype, tolerance):
+    """The training-only path (``fast_ops().loss_and_grads``, which ``train`` calls) runs the
+    last block's attention queries, FFN and layer norms, the final layer norm and the head
+    on the answer positions only, never computing the logits before them; its loss and
+    gradients are those of the full path (model_forward, masked_cross_entropy,
+    model_backward) of the plain reference and of the fast kernels, and the logits it
+    computes are the answer rows of the full logits."""
+    plain, fast = tr.reference_ops(), tr.fast_ops()
+    rng = np.random.default_rng(12)
+    for task, L, n_layers in (("sort", 3, 1), ("copy", 6, 2), ("sort", 8, 3)):
+        config = tr.ModelConfig(n_layers=n_layers, max_len=2 * L + 1)
+        params = _random_params(config, rng, dtype)
+        inputs, targets, mask = tr.make_batch(task, L, 16, rng)
+        full = []
+        for ops in (plain, fast):
+            logits, cache = ops.model_forward(params, inputs, config, ops)
+            loss, dlogits = ops.masked_cross_entropy(logits, targets, mask)
+            full.append((logits, loss, ops.model_backward(dlogits, cache, ops)))
+        late_logits, cache = tr.fast_model_forward(params, inputs, config, fast, start=L)
+        assert late_logits.shape == (16, L, config.vocab_size)
+        assert cache["hf"].shape == (16, L, config.d)           # the head ran on L rows
+        assert cache["blocks"][-1]["ffn_hidden"].shape[1] == L  # so did the last FFN
+        if n_layers > 1:
+            assert cache["blocks"][0]["ffn_hidden"].shape[1] == 2 * L
+        assert np.max(np.abs(late_logits - full[0][0][:, L:])) <= tolerance * 10
+        loss, grads = fast.loss_and_grads(params, inputs, targets, mask, config, fast)
+        scale = max(float(np.max(np.abs(g))) for g in full[0][2].values())
+        for _, full_loss, full_grads in full:
+            assert loss == pytest.approx(full_loss, rel=tolerance)
+            for key in params:
+                assert grads[key].dtype == dtype and grads[key].shape == params[key].shape
+                assert np.max(np.abs(grads[key] - full_grads[key])) <= tolerance * scale, key
+        assert np.max(np.abs(grads["block0.W_Q"])) > 0.01 * scale   # not a zero gradient
+
+
+def test_fast_loss_and_grads_falls_back_to_the_three_calls():
+    """With a kernel of ``fast_ops`` replaced (a student's ``block_backward``, say), a
+    post-LN model or a mask that counts the first position, ``loss_and_grads`` runs the
+    three functions of ``ops`` as ``train`` would, and ``start`` refuses what it cannot
+    run."""
+    calls = []
+
+    def block_backward(dy, cache, ops):
+        calls.append(dy.shape)
+        return tr.block_backward(dy, cache, ops)
+
+    rng = np.random.default_rng(13)
+    config = tr.ModelConfig(max_len=13)
+    params = _random_params(config, rng, np.float64)
+    inputs, targets, mask = tr.make_batch("copy", 6, 4, rng)
+    swapped = tr.fast_ops(block_backward=block_backward, block_forward=tr.block_forward)
+    loss, grads = swapped.loss_and_grads(params, inputs, targets, mask, config, swapped)
+    assert calls == [(4, 12, 32), (4, 12, 32)]                  # every position, twice
+    plain = tr.reference_ops()
+    logits, cache = plain.model_forward(params, inputs, config, plain)
+    expected = plain.model_backward(plain.masked_cross_entropy(logits, targets, mask)[1],
+                                    cache, plain)
+    assert max(np.max(np.abs(grads[k] - expected[k])) for k in params) < 1e-12
+    fast = tr.fast_ops()
+    all_rows = np.ones_like(mask)
+    loss_all, _ = fast.loss_and_grads(params, inputs, targets, all_rows, config, fast)
+    assert loss_all == pytest.approx(plain.masked_cross_entropy(logits, targets, all_rows)[0],
+                                     rel=1e-12)
+    expected_loss, expected_dlogits = plain.masked_cross_entropy(logits, targets, all_rows)
+    fast_loss, fast_dlogits = tr.fast_masked_cross_entropy(logits, targets, all_rows)
+    assert fast_loss == pytest.approx(expected_loss, rel=1e-12)      # every row counts
+    assert fast_dlogits.shape == logits.shape
+    assert np.max(np.abs(fast_dlogits - expected_dlogits)) < 1e-15
+    post = tr.ModelConfig(max_len=13, pre_ln=False)
+    post_params = _random_params(post, rng, np.float64)
+    loss_post, _ = fast.loss_and_grads(post_params, inputs, targets, mask, post, fast)
+    logits, _ = plain.model_forward(post_params, inputs, post, plain)
+    assert loss_post == pytest.approx(plain.masked_cross_entropy(logits, targets, mask)[0],
+                                      rel=1e-12)
+    for bad_start, bad_config in ((12, config), (3, post)):
+        with pytest.raises(ValueError, match="start"):
+            tr.fast_model_forward(params, inputs, bad_config, fast, start=bad_start)
+
+
 @pytest.mark.parametrize("s", [1, 5, 11])
 def test_fast_block_backward_with_zero_leading_rows_equals_the_reference(s, monkeypatch):
     """A block's output gradient that is 0 at the first ``s`` positions of every sequence
