@@ -114,7 +114,10 @@ class StudentResult:
 
     Attributes:
         student: the student id (untrusted: a folder name the student may have chosen).
-        score, max_score: the submission's total points (``SubmittedAssignment``).
+        score, max_score: the submission's total points after nbgrader's late penalty
+            (``SubmittedAssignment.score - late_submission_penalty``, at least 0: the score
+            ``nbgrader export`` writes to grades.csv), and the assignment's points.
+        late_penalty: points the late penalty took (0 for a submission on time).
         parts: graded name -> ``Part``.
         flagged: the submitted notebook is flagged for review (``SubmittedNotebook.flagged``).
         needs_manual_grade: some cell waits for the instructor.
@@ -127,6 +130,7 @@ class StudentResult:
     student: str
     score: float
     max_score: float
+    late_penalty: float = 0.0
     parts: dict[str, Part] = field(default_factory=dict)
     flagged: bool = False
     needs_manual_grade: bool = False
@@ -380,9 +384,12 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                 except MissingEntry:  # a submission without the notebook: nothing graded
                     notebook = None
                 grades = {_part_name(g.name): g for g in notebook.grades} if notebook else {}
+                penalty = float(gb.find_submission(assignment, student)
+                                .late_submission_penalty or 0.0)
+                raw = float(totals[student]["score"])
                 row = StudentResult(
-                    student=student, score=float(totals[student]["score"]),
-                    max_score=float(totals[student]["max_score"]),
+                    student=student, score=max(0.0, raw - penalty),
+                    max_score=float(totals[student]["max_score"]), late_penalty=penalty,
                     flagged=bool(notebook is not None and notebook.flagged),
                     needs_manual_grade=bool(totals[student]["needs_manual_grade"]))
                 auto = {n: (None if g.auto_score is None else float(g.auto_score))
@@ -761,6 +768,9 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
         review_text = "; ".join(t for t, on in ((_("flagged"), s.flagged),
                                                 (_("manual grade"), s.needs_manual_grade)) if on)
         notes = list(s.notes)
+        if s.late_penalty > 0:
+            notes.append(_("late: the late penalty took {penalty:g} of {raw:g} points").format(
+                penalty=round(s.late_penalty, 2), raw=round(s.score + s.late_penalty, 2)))
         if s.source is None:
             notes.append(_("fault ids unknown: the gradebook's scores match neither "
                            "autograded/ nor the batch log"))

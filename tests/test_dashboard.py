@@ -104,6 +104,9 @@ AUTO = {
 }
 
 
+LATE_PENALTY = 9.4  # carol's: the page shows her score after it, as grades.csv does
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The course folder: gradebook, autograded notebook, batch log, feedback pages."""
@@ -130,6 +133,7 @@ def course(tmp_path_factory):
                 grade.needs_manual_grade = False  # as nbgrader's autograde leaves it
         gb.find_grade(grade_id("merge_heads"), A, A, "erin").manual_score = 5.0
         gb.find_submission_notebook(A, A, "bob").flagged = True
+        gb.find_submission_notebook(A, A, "carol").late_submission_penalty = LATE_PENALTY
         gb.db.commit()
     _autograded(root, "alice", {SDPA: _report(SDPA, 7.2, ["mask-after-softmax"])},
                 errors={"softmax": "CellTimeoutError"})
@@ -226,10 +230,13 @@ def test_scores_are_the_gradebooks(course, written):
     rows = {r["cells"][0].split(" (no feedback page)")[0]: r
             for r in parsed.tables["student-table"][1:]}
     with _gradebook(course) as gb:
-        totals = {d["student"]: d["score"] for d in gb.submission_dicts(A)}
+        totals = {d["student"]: d["score"] for d in gb.submission_dicts(A)}  # raw
+        assert totals["carol"] == pytest.approx(100 - 4)
+        totals["carol"] -= LATE_PENALTY  # the score after the late penalty, as grades.csv
         assert set(rows) == set(totals) == set(AUTO)
         for student, total in totals.items():
             assert rows[student]["cells"][1] == f"{total:.2f} / 100"
+        assert "late: the late penalty took 9.4 of 96 points" in rows["carol"]["cells"][-1]
         # erin's manual score counts, her graded mistake does not
         assert totals["erin"] == pytest.approx(100.0)
         assert totals["alice"] == pytest.approx(100 - 4.8 - 10)
