@@ -40,6 +40,25 @@ def test_catalogue_holds_every_marked_message():
     assert "  FAIL  {check}  [{fault}]" in marked
 
 
+# An Italian article, or a preposition joined to one, agrees with the word after it ("dei
+# 7", "degli 8"; "di" + "il tuo notebook" is "del tuo notebook"), which a placeholder does
+# not know: a translation puts no article and no "di" directly before a placeholder whose
+# value may be a number or start with its own article.
+ARTICLE_BEFORE_PLACEHOLDER = re.compile(
+    r"\b(?:i|gli|dei|degli|delle|ai|agli|dai|dagli|sui|sugli|nei|negli)\s+\{(?!name\b)\w+"
+    r"|\bdi\s+\{whose\b", re.IGNORECASE)
+
+
+def test_no_italian_article_sits_before_a_number_or_a_phrase_with_its_own():
+    found = []
+    for message in catalogues.read("it"):
+        texts = message.string if isinstance(message.string, tuple) else (message.string,)
+        found += [text for text in texts if text and ARTICLE_BEFORE_PLACEHOLDER.search(text)]
+    assert found == []
+    assert ARTICLE_BEFORE_PLACEHOLDER.search("quanti dei {count} studenti")
+    assert ARTICLE_BEFORE_PLACEHOLDER.search("le funzioni di {whose}")
+
+
 def test_problems_names_an_untranslated_entry(tmp_path, monkeypatch):
     po = tmp_path / "it" / "LC_MESSAGES" / "attention_kit.po"
     po.parent.mkdir(parents=True)
