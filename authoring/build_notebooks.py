@@ -45,8 +45,8 @@ from grader_tests.config import allowed_modules  # noqa: E402
 from grader_tests.core import POINTS  # noqa: E402
 from solutions import attention as reference  # noqa: E402
 from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
-                                      graded_names, notebook_from_document, validate_helpers,
-                                      write_or_check)
+                                      graded_names, notebook_from_document, student_install,
+                                      validate_helpers, write_or_check)
 from authoring.notebook_cells import render as _render  # noqa: E402
 from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
                                          points_label, with_docstring)
@@ -119,6 +119,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
                          f"those of solutions/attention.py's SPEC_FUNCTIONS, in that order")
     modules = allowed_modules(str(ROOT))
     nb = notebook_from_document(document, {
+        "student_install": lambda _: student_install(),
         "points_table": lambda _: points_table(list(reference.SPEC_FUNCTIONS)
                                                + list(EXERCISE_LABELS), language),
         "allowed_modules": lambda _: ", ".join(f"`{m}`" for m in modules),

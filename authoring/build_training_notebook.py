@@ -62,7 +62,7 @@ from solutions import training as reference  # noqa: E402
 from authoring import notebook_cells  # noqa: E402
 from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
                                       graded_names, name_list, notebook_from_document,
-                                      validate_helpers, write_or_check)
+                                      student_install, validate_helpers, write_or_check)
 from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
                                          points_label, with_docstring)
 
@@ -441,6 +441,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
                          f"GRADED, {list(GRADED)}, in that order")
     nb = notebook_from_document(document, {
         "gate": lambda _: gate_source(language),
+        "student_install": lambda _: student_install(),
         "points_table": lambda _: points_table(language),
         "points": lambda name: points_label(POINTS_TRAINING[name], language),
         "constants": lambda args: constants(name_list(args)),

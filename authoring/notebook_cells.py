@@ -105,6 +105,21 @@ def validate_helpers(parts: Sequence[str], modules: Sequence[str]) -> str:
                 f"{VALIDATE_HELPERS.relative_to(ROOT)}")
 
 
+def student_install() -> str:
+    """The one command that installs what a student needs for both notebooks, as markdown
+    code: ``python -m pip install`` and the pinned requirements of
+    ``requirements-student.txt`` (the grading environment's versions), written out so that
+    a student who fetched only the notebook has it.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    path = ROOT / "requirements-student.txt"
+    pins = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+    return "`python -m pip install " + " ".join(pins) + "`"
+
+
 def fill(text: str, fillers: Fillers, where: str, code: bool = True) -> str:
     """``text`` with every placeholder replaced by what ``fillers`` computes for it:
     ``{{ key }}`` in place and, in code, a line ``# {{ key: args }}`` whole (by a value

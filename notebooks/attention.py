@@ -30,8 +30,8 @@
 # that article, its figures and its notation.
 #
 # **Before you start**, install what this notebook and its checks use, in the environment
-# Jupyter runs in: `python -m pip install -r requirements-student.txt` (from the course's
-# files: JupyterLab, NumPy, matplotlib and nbgrader, at the versions the graders use), then
+# Jupyter runs in: {{ student_install }} (JupyterLab, NumPy, matplotlib and nbgrader, at
+# the versions the graders use; the course's `requirements-student.txt` says the same), then
 # start `jupyter lab`. nbgrader gives you the *Assignments* tab and the **Validate** button.
 #
 # ### Conventions

@@ -244,6 +244,11 @@ def test_students_install_what_the_graders_use():
     students = readme[readme.index("## For students"):]
     assert f"python -m pip install {' '.join(wanted)}\n" in students
     assert "python -m pip install -r requirements-student.txt" in students
+    # and each released notebook says it whole: a student who fetched only the notebook
+    # through the exchange has no requirements file
+    for assignment in ("attention", "training"):
+        notebook = (ROOT / "release" / assignment / f"{assignment}.ipynb").read_text()
+        assert f"python -m pip install {' '.join(wanted)}`" in notebook, assignment
 
 
 @pytest.mark.slow  # runs jupyter's commands

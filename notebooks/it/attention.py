@@ -31,9 +31,9 @@
 # quell'articolo, le sue figure e la sua notazione.
 #
 # **Prima di cominciare** installa ciò che usano questo notebook e i suoi controlli,
-# nell'ambiente in cui gira Jupyter: `python -m pip install -r requirements-student.txt` (dai
-# file del corso: JupyterLab, NumPy, matplotlib e nbgrader, nelle versioni usate dai
-# correttori), poi avvia `jupyter lab`. nbgrader ti dà la scheda *Assignments* e il pulsante
+# nell'ambiente in cui gira Jupyter: {{ student_install }} (JupyterLab, NumPy, matplotlib
+# e nbgrader, nelle versioni usate dai correttori; il `requirements-student.txt` del corso
+# dice lo stesso), poi avvia `jupyter lab`. nbgrader ti dà la scheda *Assignments* e il pulsante
 # **Validate**.
 #
 # ### Convenzioni
