@@ -130,13 +130,13 @@ class StudentResult:
     student: str
     score: float
     max_score: float
-    late_penalty: float = 0.0
     parts: dict[str, Part] = field(default_factory=dict)
     flagged: bool = False
     needs_manual_grade: bool = False
     feedback: Path | None = None
     source: str | None = None
     notes: list[str] = field(default_factory=list)
+    late_penalty: float = 0.0
 
 
 @dataclass

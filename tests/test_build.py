@@ -27,7 +27,7 @@ from tests.helpers import ROOT
 
 # What a copy of the course needs for the builders and for build_all.
 COURSE_FILES = ("tools", "authoring", "notebooks", "solutions", "grader_tests", "source",
-                "release", "example", "nbgrader_config.py")
+                "release", "example", "nbgrader_config.py", "requirements-student.txt")
 
 
 def run(cwd, *args, timeout=900):
@@ -101,7 +101,8 @@ SLOW = pytest.mark.slow
 ])
 def test_a_broken_document_stops_its_builder_naming_the_cell(tmp_path, document, old, new,
                                                               said):
-    course = copy_course(tmp_path, ("authoring", "notebooks", "source", "nbgrader_config.py"))
+    course = copy_course(tmp_path, ("authoring", "notebooks", "source", "nbgrader_config.py",
+                                     "requirements-student.txt"))
     edit(course / "notebooks" / document, old, new)
     builder = "build_notebooks" if document == "attention.py" else "build_training_notebook"
     done = run(course, "-m", f"authoring.{builder}", timeout=300)

@@ -328,7 +328,7 @@ def test_the_italian_stubs_and_tests_hold_no_english(built, assignment):
 
 def test_a_graded_function_without_its_italian_docstring_stops_the_build(tmp_path,
                                                                          monkeypatch):
-    from tools import notebook_language
+    from authoring import notebook_language
 
     source = build_notebooks.function_source("causal_mask")
     assert with_docstring(source, "en") == source
@@ -396,7 +396,8 @@ def test_build_all_stops_on_an_unknown_language_before_writing(tmp_path):
     from tests.test_build import copy_course, run
 
     course = copy_course(tmp_path, ("tools", "authoring", "notebooks", "solutions",
-                                    "grader_tests", "source", "nbgrader_config.py"))
+                                    "grader_tests", "source", "nbgrader_config.py",
+                                    "requirements-student.txt"))
     config = course / "nbgrader_config.py"
     config.write_text(replace_once(config.read_text(encoding="utf-8"),
                                    'c.AttentionKit.language = "en"',
