@@ -16,15 +16,32 @@ the attack works.
   ``SubmittedAssignment.score``, the raw points, while ``nbgrader export``, formgrader and
   the demo's table report the score after the penalty. A notebook handed in 10 days late
   (every point taken off: 0 in ``grades.csv``) opens the gate at "full marks".
+* A symbolic link in the exchange's inbound (students can write there): ``nbgrader
+  collect`` follows it with the instructor's rights, so a link to the instructor's
+  ``source/attention/attention.ipynb`` is handed in as the student's notebook: 100 / 100,
+  not flagged, the reference solutions in the feedback, the training gate open.
+* The kit's own ``attention`` setup cell, one character of a docstring off the current
+  release, is read as the student's code and flagged "rewrites sys.modules" on the
+  ``grade`` / ``batch`` paths: an honest student's grade withheld and gate closed.
+* zip_collect: one student's ``attention.ipynb`` and ``attention-1.ipynb`` (the kit's
+  pattern maps both to ``attention.ipynb``, without a timestamp) stop nbgrader's
+  zip_collect for the whole archive.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import warnings
 
-from tests.helpers import ROOT, release_folder, set_scores, unlock_module
+import pytest
+
+from grader_tests import jail
+from tests.helpers import ROOT, kit_env, release_folder, set_scores, unlock_module
+
+needs_jail = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
 
 def _collector_regexp() -> str:
@@ -81,3 +98,111 @@ def test_the_unlock_judges_the_score_after_the_late_penalty(tmp_path, gradebooks
         gb.close()
     assert [v["student"] for v in newly] == ["ada"], (newly, locked)
     assert not (unlocked / "late").exists()
+
+
+# --- the exchange: a symbolic link in the inbound, dereferenced by collect ------------------
+#
+# Students reach the exchange's inbound with write access (nbgrader's design: they create
+# their own ``<student>+<assignment>+<timestamp>+<random>`` folder there), and a student on
+# the course's machine knows where the course is: the exchange is ``exchange/`` in the
+# course folder (nbgrader_config.py), the path every student configures. A submission folder
+# whose notebook is a symbolic link to the instructor's source notebook is copied by
+# ``nbgrader collect`` (``shutil.copytree``, which follows links) with the instructor's
+# rights: ``submitted/<student>/attention/attention.ipynb`` becomes a regular file holding
+# the instructor's notebook, solutions and all. The kit's link check (the pre-convert hook
+# sets links aside) only sees ``submitted/``, where there is no link left; autograde grades
+# the instructor's notebook as the student's: 100 / 100, not flagged, and the training gate
+# opens. The same link to another student's ``submitted/`` folder hands in their work.
+
+@pytest.mark.slow  # runs nbgrader generate_assignment, release_assignment, collect, autograde
+def test_a_link_in_the_inbound_does_not_hand_in_the_instructors_notebook(tmp_path):
+    from tests.test_exchange import COURSE_ID, make_course, nbgrader
+
+    course = make_course(tmp_path)
+    exchange = course / "exchange"
+    nbgrader(["generate_assignment", "attention", "--force"], course)
+    nbgrader(["release_assignment", "attention"], course)
+    # mallory, with the write access to the inbound every student has, and no nbgrader
+    inbound = exchange / COURSE_ID / "inbound"
+    folder = inbound / "mallory+attention+2026-12-01 23:00:00.000000 UTC+abcdefgh"
+    folder.mkdir()
+    source = course / "source" / "attention" / "attention.ipynb"
+    (folder / "attention.ipynb").symlink_to(source)
+
+    nbgrader(["collect", "attention"], course)
+    handed_in = course / "submitted" / "mallory" / "attention" / "attention.ipynb"
+    copied_source = handed_in.is_file() and handed_in.read_bytes() == source.read_bytes()
+
+    from nbgrader.api import Gradebook
+
+    score, flagged = None, None
+    if handed_in.exists():
+        nbgrader(["autograde", "attention", "--create", "--student", "mallory"], course,
+                 check=False)
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+            try:
+                submission = gradebook.find_submission("attention", "mallory")
+                score = submission.score
+                flagged = any(nb.flagged for nb in submission.notebooks)
+            except Exception:  # noqa: BLE001 (not graded: the secure outcome)
+                pass
+    outcome = {"instructor's notebook copied as mallory's": copied_source,
+               "mallory's score": score, "flagged": flagged}
+    assert not copied_source and not (score == 100.0 and not flagged), outcome
+
+
+# --- an honest student accused: a locked given cell read as the student's code --------------
+#
+# ``evidence.kit_references`` skips a cell only when its text is exactly a cell of the
+# kit's current ``release/``; any other text is read as the student's. The setup cell the
+# kit hands out reads ``sys.modules`` (``unavailable_modules``), which the evidence reports
+# as "rewrites sys.modules". So a student whose setup cell differs by one character of a
+# docstring (the release fetched before the instructor rebuilt it, an editor's change) is
+# flagged on the ``grade`` and ``batch`` paths: the grade withheld for review and the
+# training gate closed, for the kit's own code, in a locked cell nbgrader's autograde puts
+# back (so the two paths disagree on the flag).
+
+@needs_jail
+def test_the_kits_own_setup_cell_is_no_evidence_against_the_student(tmp_path):
+    nb = json.loads((ROOT / "example" / "submitted" / "student_correct" / "attention" /
+                     "attention.ipynb").read_text(encoding="utf-8"))
+    setup = next(c for c in nb["cells"]
+                 if (c.get("metadata", {}).get("nbgrader") or {}).get("grade_id") == "setup")
+    text = "".join(setup["source"])
+    assert "Run this cell first." in text
+    setup["source"] = text.replace("Run this cell first.", "Run this cell first!")
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "grade", str(path), "--json"],
+                          cwd=ROOT, env=kit_env(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["score"] == 100.0
+    assert result["flags"] == [], result["flags"]
+
+
+# --- zip_collect: a resubmission's "-1" stops the collection of the whole class -------------
+#
+# The kit's ``named_regexp`` files ``<student>_..._attention-1.ipynb`` (Canvas's name for a
+# second file of the same name in one submission) as that student's ``attention.ipynb``,
+# with no timestamp group. When the archive holds both ``attention.ipynb`` and
+# ``attention-1.ipynb`` of one student, nbgrader's zip_collect has two files for one
+# notebook and nothing to compare them by: it stops with "Duplicate submission file. No
+# timestamps for comparison", and no student of the archive is collected.
+
+@pytest.mark.slow  # runs nbgrader zip_collect
+def test_one_students_two_files_do_not_stop_the_collection_of_the_class(tmp_path):
+    import zipfile
+
+    from tests.test_exchange import make_course, nbgrader
+
+    course = make_course(tmp_path)
+    archive = course / "downloaded" / "attention" / "archive"
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as zf:
+        zf.writestr("doejane_48213_1190044_attention.ipynb", b'{"who": "doejane"}')
+        zf.writestr("mallory_48299_1190060_attention.ipynb", b'{"who": "mallory, first"}')
+        zf.writestr("mallory_48299_1190061_attention-1.ipynb", b'{"who": "mallory, again"}')
+    done = nbgrader(["zip_collect", "attention"], course, check=False)
+    honest = course / "submitted" / "doejane" / "attention" / "attention.ipynb"
+    assert honest.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
