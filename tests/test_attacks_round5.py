@@ -19,7 +19,8 @@ the attack works.
 * A symbolic link in the exchange's inbound (students can write there): ``nbgrader
   collect`` follows it with the instructor's rights, so a link to the instructor's
   ``source/attention/attention.ipynb`` is handed in as the student's notebook: 100 / 100,
-  not flagged, the reference solutions in the feedback, the training gate open.
+  not flagged, the reference solutions in the feedback, the training gate open. The
+  kit's own ``tools/unlock_training.py --collect`` follows such a link the same way.
 * The kit's own ``attention`` setup cell, one character of a docstring off the current
   release, is read as the student's code and flagged "rewrites sys.modules" on the
   ``grade`` / ``batch`` paths: an honest student's grade withheld and gate closed.
@@ -206,3 +207,35 @@ def test_one_students_two_files_do_not_stop_the_collection_of_the_class(tmp_path
     done = nbgrader(["zip_collect", "attention"], course, check=False)
     honest = course / "submitted" / "doejane" / "attention" / "attention.ipynb"
     assert honest.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# The kit's own collection of `training` (``tools/unlock_training.py --collect``, nbgrader's
+# ExchangeCollect on each unlocked student's course) follows the same links: a link in
+# the student's own training course's inbound brings any file the instructor can read
+# (here the reference ``solutions/training.py``; ``source/training/training.ipynb`` the
+# same way) into ``submitted/<student>/training/``, where autograde and batch take it as
+# handed in.
+
+def test_the_unlocks_collect_does_not_follow_a_link_in_the_students_inbound(tmp_path):
+    course = tmp_path / "course"
+    (course / "unlocked").mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(
+        'c = get_config()\nc.CourseDirectory.course_id = "attention-kit"\n', encoding="utf-8")
+    student_course = "attention-kit-training-mallory"
+    handed = (course / "exchange" / student_course / "inbound" /
+              "mallory+training+2026-12-01 23:00:00.000000 UTC+abcdefgh")
+    handed.mkdir(parents=True)
+    reference = ROOT / "solutions" / "training.py"
+    (handed / "training.ipynb").symlink_to(reference)
+    (course / "unlocked" / "unlocked.json").write_text(json.dumps(
+        {"assignment": "training",
+         "students": {"mallory": {"exchange_course": student_course}}}), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
+                           "--collect", "--db", f"sqlite:///{course / 'gradebook.db'}",
+                           "--root", str(course), "--exchange", str(course / "exchange")],
+                          cwd=course, env=kit_env(), capture_output=True, text=True,
+                          check=False, timeout=300)
+    collected = course / "submitted" / "mallory" / "training" / "training.ipynb"
+    assert not (collected.is_file() and collected.read_bytes() == reference.read_bytes()), \
+        "the reference solutions were collected as mallory's training notebook:\n" + \
+        done.stdout[-1500:] + done.stderr[-1500:]
