@@ -27,6 +27,9 @@ the attack works.
 * zip_collect: one student's ``attention.ipynb`` and ``attention-1.ipynb`` (the kit's
   pattern maps both to ``attention.ipynb``, without a timestamp) stop nbgrader's
   zip_collect for the whole archive.
+* A student's markdown image with a remote source is kept in the feedback page and in
+  formgrader (no Content-Security-Policy there): the page the README says "fetches
+  nothing" fetches the student's URL whenever it is opened.
 """
 
 from __future__ import annotations
@@ -239,3 +242,23 @@ def test_the_unlocks_collect_does_not_follow_a_link_in_the_students_inbound(tmp_
     assert not (collected.is_file() and collected.read_bytes() == reference.read_bytes()), \
         "the reference solutions were collected as mallory's training notebook:\n" + \
         done.stdout[-1500:] + done.stderr[-1500:]
+
+
+# --- the feedback page and formgrader fetch what a student's markdown points at -------------
+#
+# The README: the feedback page "loads no script ... and fetches nothing", wherever it is
+# opened. A student's markdown image with a remote source (``![x](https://...)``, an
+# ``<img src=//host/...>``) is kept by the kit's markdown filter, in the feedback page and
+# in formgrader, and the page has no Content-Security-Policy: opening it fetches the
+# student's URL, telling the student's server when, from where and how often the
+# instructor (or another reader of the page) opened it.
+
+def test_a_students_markdown_cannot_make_the_feedback_page_fetch_from_the_network():
+    from grader_tests.feedback import markdown_to_html
+
+    student_cell = {"cell": {"cell_type": "markdown", "metadata": {}}}
+    for source in ("![seen](https://tracker.example/pixel.png)",
+                   '<img src="https://tracker.example/pixel.png">',
+                   '<img src="//tracker.example/pixel.png">'):
+        html = markdown_to_html(student_cell, source)
+        assert not re.search(r"""src\s*=\s*["']?(https?:)?//""", html), (source, html)
