@@ -27,6 +27,10 @@ the attack works.
 * zip_collect: one student's ``attention.ipynb`` and ``attention-1.ipynb`` (the kit's
   pattern maps both to ``attention.ipynb``, without a timestamp) stop nbgrader's
   zip_collect for the whole archive.
+* zip_collect extracts a student's own archive inside the platform's download, and the
+  kit's pattern reads the student id from each extracted file's name: a student's
+  ``work.zip`` hands in notebooks as other students, or as ``..`` (written to
+  ``<course>/attention/``, outside ``submitted/``), or as ``unlocked.json.tmp``.
 * A student's markdown image with a remote source is kept in the feedback page and in
   formgrader (no Content-Security-Policy there): the page the README says "fetches
   nothing" fetches the student's URL whenever it is opened.
@@ -262,3 +266,39 @@ def test_a_students_markdown_cannot_make_the_feedback_page_fetch_from_the_networ
                    '<img src="//tracker.example/pixel.png">'):
         html = markdown_to_html(student_cell, source)
         assert not re.search(r"""src\s*=\s*["']?(https?:)?//""", html), (source, html)
+
+
+# --- zip_collect: a student's own archive names other students ------------------------------
+#
+# A learning platform's download holds each student's files under the platform's name
+# (``<student>_<user id>_<attachment id>_<file name>``), but a student may hand in an
+# archive: nbgrader's zip_collect extracts archives inside the download too (its extractor
+# unpacks nested ``.zip`` / ``.gz`` files, ``tree=True``), and the kit's ``named_regexp``
+# reads the student id from the last path component of every extracted file, wherever it
+# sits. So ``mallory_48299_1190060_work.zip`` holding ``smithjohn_1_2_attention.ipynb``
+# hands in a notebook as smithjohn (who has not submitted yet; had he, the duplicate would
+# stop the whole collection), and one holding ``.._1_2_attention.ipynb`` writes
+# ``<course>/attention/attention.ipynb``, outside ``submitted/``.
+
+@pytest.mark.slow  # runs nbgrader zip_collect
+def test_files_inside_a_students_archive_are_not_filed_under_other_students(tmp_path):
+    import io
+    import zipfile
+
+    from tests.test_exchange import make_course, nbgrader
+
+    course = make_course(tmp_path)
+    archive = course / "downloaded" / "attention" / "archive"
+    archive.mkdir(parents=True)
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as zf:
+        zf.writestr("smithjohn_1_2_attention.ipynb", b'{"who": "mallory, as smithjohn"}')
+        zf.writestr(".._1_2_attention.ipynb", b'{"who": "mallory, outside submitted"}')
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as zf:
+        zf.writestr("doejane_48213_1190044_attention.ipynb", b'{"who": "doejane"}')
+        zf.writestr("mallory_48299_1190060_work.zip", inner.getvalue())
+    done = nbgrader(["zip_collect", "attention"], course, check=False)
+    said = done.stdout[-2000:] + done.stderr[-2000:]
+    assert (course / "submitted" / "doejane" / "attention" / "attention.ipynb").is_file(), said
+    assert not (course / "submitted" / "smithjohn").exists(), said
+    assert not (course / "attention").exists(), said
