@@ -31,6 +31,8 @@ the attack works.
   kit's pattern reads the student id from each extracted file's name: a student's
   ``work.zip`` hands in notebooks as other students, or as ``..`` (written to
   ``<course>/attention/``, outside ``submitted/``), or as ``unlocked.json.tmp``.
+* zip_collect drops Canvas's ``LATE_`` mark (no timestamp): a notebook the platform calls
+  late is collected as never late, and the kit's late penalty is never applied.
 * A student's markdown image with a remote source is kept in the feedback page and in
   formgrader (no Content-Security-Policy there): the page the README says "fetches
   nothing" fetches the student's URL whenever it is opened.
@@ -302,3 +304,28 @@ def test_files_inside_a_students_archive_are_not_filed_under_other_students(tmp_
     assert (course / "submitted" / "doejane" / "attention" / "attention.ipynb").is_file(), said
     assert not (course / "submitted" / "smithjohn").exists(), said
     assert not (course / "attention").exists(), said
+
+
+# --- zip_collect: a late submission from the platform is never late -------------------------
+#
+# The kit's pattern recognises Canvas's ``LATE_`` mark and throws it away: no timestamp group,
+# so zip_collect writes no ``timestamp.txt``, and "a submission without timestamp.txt ... is
+# never late" (README). With a due date in the gradebook, a notebook the platform itself
+# calls late loses nothing: the kit's 10 % per day is never applied on this path.
+
+@pytest.mark.slow  # runs nbgrader zip_collect
+def test_a_submission_the_platform_marks_late_is_not_collected_as_on_time(tmp_path):
+    import zipfile
+
+    from tests.test_exchange import make_course, nbgrader
+
+    course = make_course(tmp_path)
+    archive = course / "downloaded" / "attention" / "archive"
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as zf:
+        zf.writestr("smithjohn_LATE_48214_1190051_attention.ipynb", b'{"who": "smithjohn"}')
+    done = nbgrader(["zip_collect", "attention"], course, check=False)
+    folder = course / "submitted" / "smithjohn" / "attention"
+    assert (folder / "attention.ipynb").is_file(), done.stdout[-2000:] + done.stderr[-2000:]
+    # something must carry "late" to autograde's AssignLatePenalties: a timestamp
+    assert (folder / "timestamp.txt").is_file(), sorted(p.name for p in folder.iterdir())
