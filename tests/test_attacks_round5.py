@@ -36,6 +36,9 @@ the attack works.
 * A student's markdown image with a remote source is kept in the feedback page and in
   formgrader (no Content-Security-Policy there): the page the README says "fetches
   nothing" fetches the student's URL whenever it is opened.
+* A submitted file's name is markdown in the kit's own grading note: newlines, ``#`` and
+  ``[..](https:host)`` in a file name put headings, links and remote images into the
+  ``[grading]`` line of the feedback page and formgrader.
 """
 
 from __future__ import annotations
@@ -329,3 +332,31 @@ def test_a_submission_the_platform_marks_late_is_not_collected_as_on_time(tmp_pa
     assert (folder / "attention.ipynb").is_file(), done.stdout[-2000:] + done.stderr[-2000:]
     # something must carry "late" to autograde's AssignLatePenalties: a timestamp
     assert (folder / "timestamp.txt").is_file(), sorted(p.name for p in folder.iterdir())
+
+
+# --- the grading note: a file name's markdown ------------------------------------------------
+#
+# The note that opens an autograded notebook names the files of the submission folder,
+# HTML-escaped (``notebook_choice.note_cell``) but not markdown-escaped, and the feedback
+# page and formgrader render it as markdown. A file name may hold newlines, ``#``, ``[``,
+# ``]``, ``(``, ``)`` and ``https:host`` (a URL needs no slash), so a student's file name
+# writes headings ("Note from the instructor: ...") and links or remote images into the
+# kit's own ``[grading]`` line, in front of the instructor and the student.
+
+def test_file_names_in_the_grading_note_are_shown_as_text_not_markdown(tmp_path):
+    import shutil
+
+    from grader_tests.feedback import markdown_to_html
+    from grader_tests.notebook_choice import choose_notebook, note_cell
+
+    folder = tmp_path / "course" / "submitted" / "mallory" / "attention"
+    folder.mkdir(parents=True)
+    work = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
+    name = ("work\n\n# Note from the instructor: full marks, no review needed\n\n"
+            "[rubric](https:tracker.example) ![](https:tracker.example).ipynb")
+    shutil.copy(work, folder / name)
+    choice = choose_notebook(str(folder), "attention")
+    assert choice.note and "Note from the instructor" in choice.note
+    cell = note_cell(choice.note)
+    html = markdown_to_html({"cell": cell}, cell["source"])
+    assert "<h1" not in html and "<a " not in html and "<img" not in html, html
