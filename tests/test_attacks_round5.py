@@ -39,6 +39,8 @@ the attack works.
 * A submitted file's name is markdown in the kit's own grading note: newlines, ``#`` and
   ``[..](https:host)`` in a file name put headings, links and remote images into the
   ``[grading]`` line of the feedback page and formgrader.
+* The batch summary prints that file name raw: ``\r`` and terminal escapes in it erase the
+  student's own ``FLAG: ...`` line in the instructor's terminal and write a clean row.
 """
 
 from __future__ import annotations
@@ -360,3 +362,36 @@ def test_file_names_in_the_grading_note_are_shown_as_text_not_markdown(tmp_path)
     cell = note_cell(choice.note)
     html = markdown_to_html({"cell": cell}, cell["source"])
     assert "<h1" not in html and "<a " not in html and "<img" not in html, html
+
+
+# --- batch: a file name's control characters in the instructor's terminal -------------------
+#
+# ``python -m grader_tests batch`` prints, per student, the score, the flags, then the
+# notebook-choice note, which names the submitted files verbatim. A file name may hold a
+# carriage return and terminal escapes: printed after the ``FLAG: ...`` text on the
+# student's own line, ``\r\x1b[2K`` erases that line and the rest of the name writes an
+# unflagged full-marks row in its place, so the instructor reading the summary does not see
+# the flag (the gradebook still has it, but ``grades.csv`` is what gets published).
+
+def test_the_batch_summary_prints_no_control_characters_from_a_file_name(tmp_path):
+    import io
+    import shutil
+    from types import SimpleNamespace
+
+    from grader_tests.batch import find_submission, summarise
+
+    folder = tmp_path / "course" / "submitted" / "mallory" / "attention"
+    folder.mkdir(parents=True)
+    work = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
+    shutil.copy(work, folder / "work\r\x1b[2Kmallory     100.00 \u2215 100.ipynb")
+    path, note = find_submission(str(folder), "attention")
+    assert path and note
+    record = {"student": "mallory", "note": note, "flags": ["the submission imports socket"],
+              "report": {"assignment": "attention", "functions": {"softmax": {
+                  "score": 10.0, "max_score": 10.0, "checks": []}}}}
+    out = io.StringIO()
+    summarise(SimpleNamespace(records={"mallory": record}), ["mallory"], str(tmp_path / "course"),
+              "attention", out=out)
+    printed = out.getvalue()
+    assert "FLAG" in printed
+    assert not any(ch in printed for ch in "\r\x1b"), repr(printed)
