@@ -1,4 +1,5 @@
-"""Round 5 of attacks by a student: the training gate's unlock command and its inputs.
+"""Round 5 of attacks by a student: the training unlock, the exchange and zip_collect, the
+feedback pages and the batch summary.
 
 Each test asserts the secure behaviour; at the time of writing each one FAILS, showing
 the attack works.
@@ -174,8 +175,8 @@ def test_a_link_in_the_inbound_does_not_hand_in_the_instructors_notebook(tmp_pat
 # as "rewrites sys.modules". So a student whose setup cell differs by one character of a
 # docstring (the release fetched before the instructor rebuilt it, an editor's change) is
 # flagged on the ``grade`` and ``batch`` paths: the grade withheld for review and the
-# training gate closed, for the kit's own code, in a locked cell nbgrader's autograde puts
-# back (so the two paths disagree on the flag).
+# training gate closed, for the kit's own code, in a locked cell that nbgrader's autograde
+# puts back before the kit reads it (so the autograde path should not flag it; not run here).
 
 @needs_jail
 def test_the_kits_own_setup_cell_is_no_evidence_against_the_student(tmp_path):
