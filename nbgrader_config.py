@@ -307,7 +307,11 @@ c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
 # character or a leading dot); of one student's several files of a notebook the latest is
 # collected (highest -N, then highest attachment id); a LATE_ file is stamped one second
 # after the gradebook's due date (README, "From a learning platform").
+# The kit's extractor (grader_tests.exchange.PlatformExtractor) unpacks the platform's
+# archives but not the archives students handed in inside them (nbgrader's does: one
+# student's .gz that is no tarball would stop the collection of the class).
 c.ZipCollectApp.collector_plugin = "grader_tests.exchange.CanvasCollector"
+c.ZipCollectApp.extractor_plugin = "grader_tests.exchange.PlatformExtractor"
 c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9.\-]+)_(?P<late>LATE_)?[0-9]+_(?P<attachment>[0-9]+)_"
     r"(?P<file_id>attention|training)(?:-(?P<copy>[0-9]+))?\.ipynb$"

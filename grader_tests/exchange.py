@@ -24,16 +24,18 @@ import datetime
 import logging
 import os
 import re
+import shutil
 import stat
 import unicodedata
 from collections.abc import Callable
 from typing import Any
 
 from nbgrader.exchange.default import ExchangeCollect as _NbgraderExchangeCollect
-from nbgrader.plugins import FileNameCollectorPlugin
-from nbgrader.utils import ignore_patterns
+from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
+from nbgrader.utils import ignore_patterns, unzip
 
-__all__ = ["CanvasCollector", "ExchangeCollect", "copy_submission", "safe_student_id"]
+__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "copy_submission",
+           "safe_student_id"]
 
 _log = logging.getLogger(__name__)
 
@@ -203,6 +205,48 @@ def safe_student_id(student_id: object) -> bool:
         return False
     return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
                    for ch in student_id)
+
+
+class PlatformExtractor(ExtractorPlugin):
+    """nbgrader's zip_collect extractor, unpacking the platform's archives only.
+
+    nbgrader's own extractor also unpacks every archive inside the download
+    (``tree=True``): a student's ``.gz`` that is no tarball, or a broken ``.zip``, stops
+    the collection of the whole class, and what a student's archive holds is no
+    submission the platform named anyway (:class:`CanvasCollector` skips it). Here each
+    archive of ``archive/`` is unpacked into a folder of its name, the archives inside it
+    are left as they are (a file the collector skips), and every other file of
+    ``archive/`` is copied, as nbgrader does.
+    """
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        """Unpack each archive of ``archive_path`` (walked) into ``extracted_path``.
+
+        Args:
+            archive_path: the ``archive/`` folder of the download (absolute).
+            extracted_path: the ``extracted/`` folder (absolute, existing).
+
+        Raises:
+            ValueError, OSError, setuptools' ``UnrecognizedFormat``: an archive of
+                ``archive/`` itself (the instructor's download) cannot be unpacked.
+        """
+        if not os.listdir(archive_path):
+            self.log.warning("No files found in directory: %s", archive_path)
+            return
+        for folder, _, names in os.walk(archive_path):
+            extract_to = os.path.normpath(os.path.join(
+                extracted_path, os.path.relpath(folder, archive_path)))
+            os.makedirs(extract_to, exist_ok=True)
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                if os.path.splitext(name)[1] in self.zip_ext:
+                    self.log.info("Extracting from: %s (archives inside it are not unpacked)",
+                                  path)
+                    unzip(path, extract_to, zip_ext=self.zip_ext, create_own_folder=True,
+                          tree=False)
+                else:
+                    self.log.info("Copying from: %s", path)
+                    shutil.copy(path, os.path.join(extract_to, name))
 
 
 class CanvasCollector(FileNameCollectorPlugin):
