@@ -114,3 +114,25 @@ def test_a_late_file_is_stamped_and_the_extractor_leaves_students_archives_packe
     found = _collect_all(extracted)
     info = found["submissions/smithjohn_LATE_48214_1190051_attention.ipynb"]
     assert info["student_id"] == "smithjohn" and info["timestamp"].endswith(" UTC")
+
+
+def test_a_late_file_is_stamped_one_second_after_the_gradebooks_due_date(tmp_path,
+                                                                         new_gradebooks):
+    import datetime
+
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import parse_utc
+
+    root = tmp_path / "extracted"
+    root.mkdir()
+    (root / "smithjohn_LATE_48214_1190051_attention.ipynb").write_text("{}")
+    (root / "doejane_48213_1190044_attention.ipynb").write_text("{}")
+    app = _App(root)
+    app.coursedir.db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(app.coursedir.db_url, "c") as gradebook:
+        gradebook.add_assignment("attention", duedate="2026-03-14 17:00:00 UTC")
+    collector = CanvasCollector(parent=app, named_regexp=_collector_regexp())
+    late = collector.collect(str(root / "smithjohn_LATE_48214_1190051_attention.ipynb"))
+    assert parse_utc(late["timestamp"]) == datetime.datetime(2026, 3, 14, 17, 0, 1)
+    on_time = collector.collect(str(root / "doejane_48213_1190044_attention.ipynb"))
+    assert on_time == {"student_id": "doejane", "file_id": "attention"}
