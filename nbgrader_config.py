@@ -282,6 +282,13 @@ c.HTMLExporter.sanitize_html = True
 # On a JupyterHub whose exchange is shared by every course, replace the line below by:
 #     c.Exchange.root = "/srv/nbgrader/exchange"
 c.Exchange.root = os.path.join(ROOT, "exchange")
+# Students can write in the exchange's inbound, and `nbgrader collect` copies from there
+# with the instructor's rights: nbgrader's own copy follows symbolic links, so a link
+# there would hand in any file the instructor can read. The kit's collect
+# (grader_tests.exchange.ExchangeCollect, the same as nbgrader's but for the copy) copies
+# regular files and folders only and leaves out every link, FIFO or device, logging the
+# student and the file.
+c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
 
 # `nbgrader zip_collect ASSIGNMENT` takes the files a learning platform's "download all
 # submissions" produced (zip archives in downloaded/ASSIGNMENT/archive/, or the files in
@@ -293,9 +300,21 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # goes to submitted/doejane/attention/attention.ipynb. <student> (Canvas's sortable name,
 # lower case, no spaces) is the student's id in the gradebook. A file that does not match
 # is skipped with a warning and the others are collected.
+# The kit's collector (grader_tests.exchange.CanvasCollector, nbgrader's file-name
+# collector plus the checks below) reads the pattern's optional groups `late`, `copy` and
+# `attachment`: only the platform's own names count (a file unpacked from an archive a
+# student handed in is skipped, as is a student id with a path separator, a control
+# character or a leading dot); of one student's several files of a notebook the latest is
+# collected (highest -N, then highest attachment id); a LATE_ file is stamped one second
+# after the gradebook's due date (README, "From a learning platform").
+# The kit's extractor (grader_tests.exchange.PlatformExtractor) unpacks the platform's
+# archives but not the archives students handed in inside them (nbgrader's does: one
+# student's .gz that is no tarball would stop the collection of the class).
+c.ZipCollectApp.collector_plugin = "grader_tests.exchange.CanvasCollector"
+c.ZipCollectApp.extractor_plugin = "grader_tests.exchange.PlatformExtractor"
 c.FileNameCollectorPlugin.named_regexp = (
-    r".*/(?P<student_id>[A-Za-z0-9.\-]+)_(?:LATE_)?[0-9]+_[0-9]+_"
-    r"(?P<file_id>attention|training)(?:-[0-9]+)?\.ipynb$"
+    r".*/(?P<student_id>[A-Za-z0-9.\-]+)_(?P<late>LATE_)?[0-9]+_(?P<attachment>[0-9]+)_"
+    r"(?P<file_id>attention|training)(?:-(?P<copy>[0-9]+))?\.ipynb$"
 )
 
 # Formulas render offline, wherever a page is opened (from disk on any machine, after

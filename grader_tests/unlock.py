@@ -183,7 +183,8 @@ def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
         The students whose submission folder is in ``submitted/`` after the run, sorted.
     """
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.exchange.default import ExchangeCollect
+
+    from grader_tests.exchange import ExchangeCollect  # follows no link of the inbound
 
     collected = []
     for student, record in sorted(students.items()):

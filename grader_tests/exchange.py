@@ -1,0 +1,419 @@
+"""Collecting what students hand in, with the instructor's rights, without trusting it.
+
+Two of nbgrader's ways in read folders and files that students wrote:
+
+* ``nbgrader collect`` (and ``tools/unlock_training.py --collect``) copies each
+  submission folder of the exchange's ``inbound/``, a folder every student can write.
+  nbgrader's own copy (``shutil.copytree``) follows symbolic links, so a link there hands
+  in whatever file the instructor can read. :class:`ExchangeCollect` (set as
+  ``c.ExchangeFactory.collect`` in ``nbgrader_config.py``) copies with
+  :func:`copy_submission`, which copies regular files and folders only and refuses, with
+  a logged message naming the student and the file, anything else (links, FIFOs,
+  devices).
+* ``nbgrader zip_collect`` files the notebooks of a learning platform's download by their
+  file names. :class:`CanvasCollector` (``c.ZipCollectApp.collector_plugin``) trusts only
+  the names the platform wrote: files unpacked from a student's own archive inside the
+  download are skipped, student ids that are not a plain folder name are refused, one
+  student's several files of one notebook keep only the latest, and Canvas's ``LATE_``
+  mark becomes a timestamp after the due date, so nbgrader's late penalty applies.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import re
+import shutil
+import stat
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from nbgrader.exchange.default import ExchangeCollect as _NbgraderExchangeCollect
+from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
+from nbgrader.utils import ignore_patterns, unzip
+
+__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "copy_submission",
+           "safe_student_id"]
+
+_log = logging.getLogger(__name__)
+
+# O_NOFOLLOW: opening a name that is a symbolic link fails (ELOOP), so a name swapped for
+# a link between the check and the copy is not followed either. O_NONBLOCK: opening a
+# FIFO does not wait for a writer (it is refused after fstat).
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_OPEN_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+def copy_submission(src: str | os.PathLike, dest: str | os.PathLike, *, who: str = "",
+                    ignore: Callable[[str, list[str]], list[str]] | None = None,
+                    log: logging.Logger | logging.LoggerAdapter | None = None) -> list[str]:
+    """Copy the folder ``src`` (written by a student) to the new folder ``dest``, following
+    no symbolic link.
+
+    Regular files are copied with their permission bits and times, folders recursively;
+    every other entry (a symbolic link, wherever it points, a FIFO, a socket, a device) is
+    left out and logged as a warning that names ``who`` and the entry. Each file and
+    folder is opened with ``O_NOFOLLOW`` relative to its already opened parent, so an
+    entry replaced by a link during the copy is refused too.
+
+    Args:
+        src: the folder to copy; when it is itself a symbolic link (or not a folder)
+            nothing is copied and :class:`OSError` is raised.
+        dest: the destination folder; it must not exist (created, with its parents).
+        who: the student the folder belongs to (for the messages).
+        ignore: ``shutil.copytree``'s ``ignore`` callable, ``(folder, names) -> names
+            to leave out`` (nbgrader's ``ignore_patterns``), or None.
+        log: where to write the warnings (default: this module's logger).
+
+    Returns:
+        The refused entries, paths relative to ``src`` (str, sorted), empty when all was
+        copied.
+
+    Raises:
+        OSError: ``src`` is a link or not a folder (``ELOOP`` / ``ENOTDIR``), ``dest``
+            exists (``FileExistsError``), or reading / writing fails.
+    """
+    log = log or _log
+    src, dest = os.fspath(src), os.fspath(dest)
+    refused: list[str] = []
+    fd = os.open(src, _OPEN_DIR)
+    try:
+        os.makedirs(dest)
+        _copy_folder(fd, src, dest, "", who, ignore, log, refused)
+        _copy_meta(os.fstat(fd), dest)
+    finally:
+        os.close(fd)
+    return sorted(refused)
+
+
+def _copy_folder(fd: int, src: str, dest: str, rel: str, who: str,
+                 ignore: Callable[[str, list[str]], list[str]] | None,
+                 log: logging.Logger | logging.LoggerAdapter, refused: list[str]) -> None:
+    names = sorted(os.listdir(fd))
+    left_out = set(ignore(os.path.join(src, rel), names)) if ignore is not None else set()
+    for name in names:
+        if name in left_out:
+            continue
+        rel_name = os.path.join(rel, name)
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                child = os.open(name, _OPEN_DIR, dir_fd=fd)
+                try:
+                    os.mkdir(os.path.join(dest, rel_name))
+                    _copy_folder(child, src, dest, rel_name, who, ignore, log, refused)
+                    _copy_meta(os.fstat(child), os.path.join(dest, rel_name))
+                finally:
+                    os.close(child)
+                continue
+            if stat.S_ISREG(st.st_mode):
+                child = os.open(name, _OPEN_FILE, dir_fd=fd)
+                with os.fdopen(child, "rb") as reader:
+                    opened = os.fstat(reader.fileno())
+                    if stat.S_ISREG(opened.st_mode):
+                        with open(os.path.join(dest, rel_name), "xb") as writer:
+                            while chunk := reader.read(1 << 20):
+                                writer.write(chunk)
+                        _copy_meta(opened, os.path.join(dest, rel_name))
+                        continue
+        except OSError as exc:
+            if not _is_link_error(exc):
+                raise
+        refused.append(rel_name)
+        log.warning("Not collected: %r of %s's submission is not a regular file or folder "
+                    "(a symbolic link, FIFO, socket or device): left out, nothing it "
+                    "points at is read", rel_name, who or "a student")
+
+
+def _is_link_error(exc: OSError) -> bool:
+    """True for the errors of O_NOFOLLOW / O_DIRECTORY on a swapped entry."""
+    import errno
+
+    return exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+
+
+def _copy_meta(st: os.stat_result, path: str) -> None:
+    os.chmod(path, stat.S_IMODE(st.st_mode))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+class ExchangeCollect(_NbgraderExchangeCollect):
+    """nbgrader's ``ExchangeCollect`` whose copy follows no link (:func:`copy_submission`).
+
+    Set in ``nbgrader_config.py`` as ``c.ExchangeFactory.collect``; everything else
+    (which submission, ``--update``, ``--before-duedate``, the owner check) is nbgrader's.
+    """
+
+    def do_copy(self, src: str, dest: str, log: Any = None) -> None:
+        """Copy the submission folder ``src`` of the inbound to ``dest`` (``submitted/``).
+
+        The size limit and ``CourseDirectory.ignore`` / ``include`` / ``max_file_size``
+        are nbgrader's; links and special files are left out and logged
+        (:func:`copy_submission`). A submission folder that is itself a link is not
+        collected at all (logged as an error).
+
+        Raises:
+            RuntimeError: the folder exceeds ``CourseDirectory.max_dir_size``.
+        """
+        who = os.path.basename(src).split("+", 1)[0]
+        if os.path.islink(src) or not os.path.isdir(src):
+            self.log.error("Not collected: %s's submission %r is a symbolic link or not a "
+                           "folder", who, os.path.basename(src))
+            return
+        dir_size = self.get_size(src)
+        if dir_size > 1000 * self.coursedir.max_dir_size:
+            self.log.error("Directory size is too big")
+            raise RuntimeError(f"Directory size is too big. Size is {dir_size}, maximum size "
+                               f"is {1000 * self.coursedir.max_dir_size}")
+        try:
+            copy_submission(src, dest, who=who, log=self.log,
+                            ignore=ignore_patterns(exclude=self.coursedir.ignore,
+                                                   include=self.coursedir.include,
+                                                   max_file_size=self.coursedir.max_file_size,
+                                                   log=self.log))
+        except OSError as exc:
+            if not _is_link_error(exc):
+                raise
+            self.log.error("Not collected: %s's submission %r became a link", who,
+                           os.path.basename(src))
+            return
+        if self.coursedir.groupshared:  # as nbgrader's do_copy: group read / write back
+            for dirname, _, filenames in os.walk(dest):
+                _add_mode(dirname, 0o2770, 0o2777, self.log)
+                for filename in filenames:
+                    _add_mode(os.path.join(dirname, filename), 0o660, 0o777, self.log)
+
+
+def _add_mode(path: str, bits: int, mask: int, log: Any) -> None:
+    mode = os.stat(path).st_mode
+    if mode & bits != bits:
+        try:
+            os.chmod(path, (mode | bits) & mask)
+        except PermissionError:
+            log.warning("Could not update permissions of %s to make it groupshared", path)
+
+
+def safe_student_id(student_id: object) -> bool:
+    """True when ``student_id`` can name a folder of ``submitted/``: a non-empty str with
+    no path separator, no control or format character, not starting with ``.`` (so
+    neither ``.`` nor ``..``, nor a hidden folder nbgrader would not see)."""
+    if not isinstance(student_id, str) or not student_id or student_id.startswith("."):
+        return False
+    if "/" in student_id or "\\" in student_id or os.sep in student_id:
+        return False
+    return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+                   for ch in student_id)
+
+
+class PlatformExtractor(ExtractorPlugin):
+    """nbgrader's zip_collect extractor, unpacking the platform's archives only.
+
+    nbgrader's own extractor also unpacks every archive inside the download
+    (``tree=True``): a student's ``.gz`` that is no tarball, or a broken ``.zip``, stops
+    the collection of the whole class, and what a student's archive holds is no
+    submission the platform named anyway (:class:`CanvasCollector` skips it). Here each
+    archive of ``archive/`` is unpacked into a folder of its name, the archives inside it
+    are left as they are (a file the collector skips), and every other file of
+    ``archive/`` is copied, as nbgrader does.
+    """
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        """Unpack each archive of ``archive_path`` (walked) into ``extracted_path``.
+
+        Args:
+            archive_path: the ``archive/`` folder of the download (absolute).
+            extracted_path: the ``extracted/`` folder (absolute, existing).
+
+        Raises:
+            ValueError, OSError, setuptools' ``UnrecognizedFormat``: an archive of
+                ``archive/`` itself (the instructor's download) cannot be unpacked.
+        """
+        if not os.listdir(archive_path):
+            self.log.warning("No files found in directory: %s", archive_path)
+            return
+        for folder, _, names in os.walk(archive_path):
+            extract_to = os.path.normpath(os.path.join(
+                extracted_path, os.path.relpath(folder, archive_path)))
+            os.makedirs(extract_to, exist_ok=True)
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                if os.path.splitext(name)[1] in self.zip_ext:
+                    self.log.info("Extracting from: %s (archives inside it are not unpacked)",
+                                  path)
+                    unzip(path, extract_to, zip_ext=self.zip_ext, create_own_folder=True,
+                          tree=False)
+                else:
+                    self.log.info("Copying from: %s", path)
+                    shutil.copy(path, os.path.join(extract_to, name))
+
+
+class CanvasCollector(FileNameCollectorPlugin):
+    """nbgrader's file-name collector for zip_collect, trusting only the platform's names.
+
+    ``named_regexp`` (``c.FileNameCollectorPlugin.named_regexp``) is nbgrader's; beyond
+    ``student_id`` and ``file_id`` it may have the groups ``late`` (Canvas's ``LATE_``),
+    ``copy`` (the ``N`` of Canvas's ``-N`` after a repeated file name) and ``attachment``
+    (Canvas's attachment id). On top of nbgrader's matching:
+
+    * a file unpacked from an archive inside the download (a folder beside an archive
+      of its name) is skipped: its name is the student's, not the platform's;
+    * a student id that is no plain folder name (:func:`safe_student_id`) is skipped;
+    * of one student's several files of one notebook, only the latest is collected:
+      the highest ``-N`` (no suffix is 0), then the highest attachment id (Canvas numbers
+      uploads in order); the others are skipped with a warning;
+    * ``late`` gives the timestamp one second after the assignment's due date in the
+      gradebook (the platform says late, not by how much: the penalty is the smallest the
+      kit's policy takes), or, with no due date there, the time of the collection.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._latest: dict[tuple[str, str], str] | None = None
+        self._late_stamp: str | None = None
+
+    # -- where the extracted files are -----------------------------------------------------
+
+    def _extracted_root(self) -> str | None:
+        app = self.parent
+        if app is None or not hasattr(app, "_format_collect_path"):
+            return None
+        return os.path.realpath(app._format_collect_path(app.extracted_directory))
+
+    def _zip_ext(self) -> list[str]:
+        app = self.parent
+        extractor = getattr(app, "extractor_plugin_inst", None)
+        return list(getattr(extractor, "zip_ext", None) or [".zip", ".gz"])
+
+    def from_student_archive(self, path: str) -> bool:
+        """True when ``path`` (a file of the extracted folder) was unpacked from an archive
+        inside the download: one of its folders, below the extracted folder, sits beside
+        an archive file of the same name (nbgrader unpacks ``x.zip`` into ``x/``)."""
+        root = self._extracted_root()
+        folder = os.path.dirname(os.path.realpath(path))
+        zip_ext = self._zip_ext()
+        while root is not None and folder.startswith(root + os.sep):
+            parent, name = os.path.split(folder)
+            for sibling in os.listdir(parent):
+                stem, ext = os.path.splitext(sibling)
+                if ext in zip_ext and stem.removesuffix(".tar") == name \
+                        and os.path.isfile(os.path.join(parent, sibling)):
+                    return True
+            folder = parent
+        return False
+
+    # -- matching --------------------------------------------------------------------------
+
+    def _plain(self, path: str, quiet: bool = False) -> dict | None:
+        """nbgrader's match of ``path`` with the kit's checks, no choice among files;
+        ``quiet``: log nothing (the warnings come when the file itself is collected)."""
+        _, ext = os.path.splitext(path)
+        if ext not in self.valid_ext or os.path.islink(path):
+            return None
+        if self.from_student_archive(path):
+            if quiet:
+                return None
+            self.log.warning("Skipped %r: it comes from an archive a student handed in, and "
+                             "only the platform's own file names say who a file is from",
+                             path)
+            return None
+        if quiet:
+            match = re.match(self.named_regexp, path) if self.named_regexp else None
+            found = match.groupdict() if match else None
+        else:
+            found = self._match(path)
+        if not found:
+            return None
+        if not safe_student_id(found.get("student_id")):
+            if quiet:
+                return None
+            self.log.warning("Skipped %r: %r is no student id (a folder name, no path "
+                             "separator, control character or leading dot)", path,
+                             found.get("student_id"))
+            return None
+        return found
+
+    @staticmethod
+    def _order(found: dict, path: str) -> tuple:
+        def number(key: str) -> int:
+            text = found.get(key)
+            return int(text) if text and str(text).isdigit() else 0
+        return (number("copy"), number("attachment"), path)
+
+    def _latest_files(self) -> dict[tuple[str, str], str]:
+        """``{(student, file id): path}`` of the latest file of each, over the whole
+        extracted folder (computed once)."""
+        if self._latest is None:
+            best: dict[tuple[str, str], tuple[tuple, str]] = {}
+            root = self._extracted_root()
+            for folder, _, files in os.walk(root) if root else ():
+                for name in files:
+                    path = os.path.join(folder, name)
+                    found = self._plain(path, quiet=True)
+                    if found and isinstance(found.get("file_id"), str):
+                        key = (found["student_id"], os.path.splitext(found["file_id"])[0])
+                        order = self._order(found, path)
+                        if key not in best or order > best[key][0]:
+                            best[key] = (order, path)
+            self._latest = {key: path for key, (_, path) in best.items()}
+        return self._latest
+
+    def _late_timestamp(self) -> str:
+        if self._late_stamp is None:
+            due = None
+            app = self.parent
+            try:
+                from nbgrader.api import Gradebook, MissingEntry
+
+                with Gradebook(app.coursedir.db_url, app.coursedir.course_id) as gradebook:
+                    try:
+                        due = gradebook.find_assignment(app.coursedir.assignment_id).duedate
+                    except MissingEntry:
+                        due = None
+            except Exception as exc:  # noqa: BLE001 (no gradebook yet: no due date)
+                self.log.debug("No due date read from the gradebook: %s", exc)
+            if due is not None:
+                stamp = due + datetime.timedelta(seconds=1)
+                self.log.warning("Files marked LATE_ by the platform are stamped %s UTC, one "
+                                 "second after the due date: the platform does not say how "
+                                 "late, so they lose the penalty of one day", stamp)
+            else:
+                stamp = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+                self.log.warning("Files marked LATE_ by the platform are stamped with the "
+                                 "time of this collection, %s UTC: the gradebook has no due "
+                                 "date for %r. Set it before autograde (the penalty then "
+                                 "counts up to now, more than the true lateness: set the due "
+                                 "date first and run zip_collect --force again)", stamp,
+                                 app.coursedir.assignment_id)
+            self._late_stamp = stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        return self._late_stamp
+
+    def collect(self, submitted_file: str) -> dict | None:
+        """nbgrader's hook: ``{"student_id", "file_id"[, "timestamp"]}`` for a file to
+        collect, None for one to skip (see the class).
+
+        Args:
+            submitted_file: absolute path of a file of the extracted folder.
+
+        Returns:
+            The collected data (str values; ``timestamp`` as ``"%Y-%m-%d %H:%M:%S.%f
+            UTC"``), or None.
+        """
+        found = self._plain(submitted_file)
+        if not found:
+            return None
+        key = (found["student_id"], os.path.splitext(found["file_id"])[0])
+        latest = self._latest_files().get(key, submitted_file)
+        if os.path.realpath(latest) != os.path.realpath(submitted_file):
+            self.log.warning("Skipped %r: %s handed in a later file of %r, %r (the higher "
+                             "-N after the name, then the higher attachment id)",
+                             submitted_file, key[0], found["file_id"], latest)
+            return None
+        info = {"student_id": found["student_id"], "file_id": found["file_id"]}
+        if found.get("timestamp"):
+            info["timestamp"] = found["timestamp"]
+        elif found.get("late"):
+            info["timestamp"] = self._late_timestamp()
+        return info
+

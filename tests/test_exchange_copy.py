@@ -1,0 +1,138 @@
+"""The kit's safe copy of a student's exchange folder and its zip_collect collector
+(``grader_tests/exchange.py``), without running nbgrader's commands."""
+
+from __future__ import annotations
+
+import logging
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from traitlets.config import Configurable
+
+from grader_tests.exchange import CanvasCollector, PlatformExtractor, copy_submission, \
+    safe_student_id
+from tests.test_attacks_round5 import _collector_regexp
+
+
+def test_copy_submission_copies_files_and_folders_and_leaves_out_links(tmp_path, caplog):
+    src = tmp_path / "inbound" / "mallory+attention+t+x"
+    (src / "sub").mkdir(parents=True)
+    (src / "attention.ipynb").write_text("mine")
+    (src / "sub" / "data.txt").write_text("data")
+    os.chmod(src / "attention.ipynb", 0o640)
+    secret = tmp_path / "secret.ipynb"
+    secret.write_text("the instructor's")
+    (src / "link.ipynb").symlink_to(secret)
+    (src / "folder_link").symlink_to(tmp_path)
+    os.mkfifo(src / "pipe")
+    with caplog.at_level(logging.WARNING):
+        refused = copy_submission(src, tmp_path / "out" / "mallory", who="mallory")
+    assert refused == ["folder_link", "link.ipynb", "pipe"]
+    out = tmp_path / "out" / "mallory"
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == \
+        ["attention.ipynb", "sub", "sub/data.txt"]
+    assert (out / "attention.ipynb").read_text() == "mine"
+    assert os.stat(out / "attention.ipynb").st_mode & 0o777 == 0o640
+    assert "mallory" in caplog.text and "link.ipynb" in caplog.text
+
+
+def test_copy_submission_refuses_a_folder_that_is_a_link(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "attention.ipynb").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError):
+        copy_submission(tmp_path / "link", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("student_id, safe", [
+    ("doejane", True), ("o.brien-2", True), ("..", False), (".", False), (".hidden", False),
+    ("a/b", False), ("a\\b", False), ("a\x1b[2K", False), ("a\nb", False), ("", False),
+    (None, False)])
+def test_safe_student_id(student_id, safe):
+    assert safe_student_id(student_id) is safe
+
+
+class _App(Configurable):
+    """What the collector reads of nbgrader's ZipCollectApp."""
+
+    def __init__(self, root: Path, **kwargs):
+        super().__init__(**kwargs)
+        self.extracted_directory = str(root)
+        self.coursedir = type("CourseDir", (), {"db_url": f"sqlite:///{root}/none.db",
+                                                "course_id": "c", "assignment_id": "attention"})
+
+    def _format_collect_path(self, step: str) -> str:
+        return step
+
+
+def _collect_all(root: Path) -> dict[str, dict | None]:
+    collector = CanvasCollector(parent=_App(root), named_regexp=_collector_regexp())
+    return {str(p.relative_to(root)): collector.collect(str(p))
+            for p in sorted(root.rglob("*.ipynb"))}
+
+
+def test_the_collector_keeps_the_latest_file_and_trusts_only_the_platforms_names(tmp_path):
+    root = tmp_path / "extracted"
+    (root / "dl" / "mallory_48299_1190062_work").mkdir(parents=True)
+    for name in ("doejane_48213_1190044_attention.ipynb",
+                 "mallory_48299_1190060_attention.ipynb",
+                 "mallory_48299_1190061_attention-2.ipynb",
+                 "mallory_48299_1190063_attention-1.ipynb",
+                 "mallory_48299_1190062_work.zip",
+                 "mallory_48299_1190062_work/smithjohn_1_2_attention.ipynb",
+                 "mallory_48299_1190062_work/.._1_2_attention.ipynb"):
+        (root / "dl" / name).write_text(name)
+    (root / "dl" / ".._1_3_attention.ipynb").write_text("no id")
+    found = _collect_all(root)
+    assert found == {
+        "dl/.._1_3_attention.ipynb": None,
+        "dl/doejane_48213_1190044_attention.ipynb":
+            {"student_id": "doejane", "file_id": "attention"},
+        "dl/mallory_48299_1190060_attention.ipynb": None,
+        "dl/mallory_48299_1190061_attention-2.ipynb":   # -2 after -1, whatever the ids
+            {"student_id": "mallory", "file_id": "attention"},
+        "dl/mallory_48299_1190062_work/.._1_2_attention.ipynb": None,
+        "dl/mallory_48299_1190062_work/smithjohn_1_2_attention.ipynb": None,
+        "dl/mallory_48299_1190063_attention-1.ipynb": None,
+    }
+
+
+def test_a_late_file_is_stamped_and_the_extractor_leaves_students_archives_packed(tmp_path):
+    archive, extracted = tmp_path / "archive", tmp_path / "extracted"
+    archive.mkdir()
+    extracted.mkdir()
+    with zipfile.ZipFile(archive / "submissions.zip", "w") as zf:
+        zf.writestr("smithjohn_LATE_48214_1190051_attention.ipynb", b"{}")
+        zf.writestr("mallory_48299_1190060_notes.gz", b"not a tarball")
+    app = _App(extracted)
+    PlatformExtractor(parent=app).extract(str(archive), str(extracted))
+    assert sorted(p.name for p in (extracted / "submissions").iterdir()) == \
+        ["mallory_48299_1190060_notes.gz", "smithjohn_LATE_48214_1190051_attention.ipynb"]
+    found = _collect_all(extracted)
+    info = found["submissions/smithjohn_LATE_48214_1190051_attention.ipynb"]
+    assert info["student_id"] == "smithjohn" and info["timestamp"].endswith(" UTC")
+
+
+def test_a_late_file_is_stamped_one_second_after_the_gradebooks_due_date(tmp_path,
+                                                                         new_gradebooks):
+    import datetime
+
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import parse_utc
+
+    root = tmp_path / "extracted"
+    root.mkdir()
+    (root / "smithjohn_LATE_48214_1190051_attention.ipynb").write_text("{}")
+    (root / "doejane_48213_1190044_attention.ipynb").write_text("{}")
+    app = _App(root)
+    app.coursedir.db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(app.coursedir.db_url, "c") as gradebook:
+        gradebook.add_assignment("attention", duedate="2026-03-14 17:00:00 UTC")
+    collector = CanvasCollector(parent=app, named_regexp=_collector_regexp())
+    late = collector.collect(str(root / "smithjohn_LATE_48214_1190051_attention.ipynb"))
+    assert parse_utc(late["timestamp"]) == datetime.datetime(2026, 3, 14, 17, 0, 1)
+    on_time = collector.collect(str(root / "doejane_48213_1190044_attention.ipynb"))
+    assert on_time == {"student_id": "doejane", "file_id": "attention"}
