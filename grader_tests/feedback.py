@@ -139,7 +139,7 @@ def _local_source(value: str) -> bool:
     ``data:`` URL (an attachment) or a relative path (a file beside the page). A URL with
     any other scheme (``https:``, ``ftp:``, ``https:host`` without slashes) or a
     protocol-relative one (``//host``, and ``/\\host``, which browsers read alike) is not."""
-    bare = re.sub(r"[\x00-\x20\x7f]", "", value).lower()
+    bare = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(value)).lower()  # as browsers read it
     if bare.startswith("data:"):
         return True
     return not re.match(r"[a-z][a-z0-9+.\-]*:|[/\\]{2}", bare)
@@ -153,7 +153,7 @@ def _student_attribute(tag: str, name: str, value: str) -> bool:
     if tag == "img":  # a source the page loads: the cell's own (data:) or a relative path
         return name == "alt" or (name == "src" and _local_source(value))
     if tag == "a" and name == "href":  # data: only as an image's source
-        return not re.sub(r"[\x00-\x20]", "", value).lower().startswith("data:")
+        return not re.sub(r"[\x00-\x20]", "", html.unescape(value)).lower().startswith("data:")
     return False
 
 
