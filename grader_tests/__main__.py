@@ -28,7 +28,7 @@ import sys
 from . import assignments
 from .i18n import (LANGUAGES, ArgumentParser, _, course_language, folder_language,
                    use_language)
-from .report import GradeReport, format_result, tampering_flags
+from .report import GradeReport, format_result, tampering_flags, visible
 from .runner import grade_namespace
 from .sandbox import grade_isolated
 from .submission import SubmissionError, assignment_of, code_of_notebook, load
@@ -155,9 +155,9 @@ def _grade(args: argparse.Namespace) -> int:
         print(_("\nTotal: {score:.2f} / {max_score:g}").format(score=report.score,
                                                               max_score=report.max_score))
         for err in report.cell_errors:
-            print(_("note: {note}").format(note=err))
+            print(_("note: {note}").format(note=visible(err)))  # (a student's message)
         for flag in report.flags:
-            print(_("FLAG: {flag}").format(flag=flag))
+            print(_("FLAG: {flag}").format(flag=visible(flag)))
     return 0
 
 

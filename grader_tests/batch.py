@@ -53,7 +53,7 @@ from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
 from .notebook_choice import choose_notebook, sha256
-from .report import GradeReport
+from .report import GradeReport, visible
 from .submission import SubmissionError, code_of_notebook
 
 NOTEBOOK = assignments.DEFAULT.name  # the default assignment; its notebook id is its name
@@ -172,7 +172,9 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
                      "flags": rec.get("flags", []), "errors": errors, "faults": hit,
                      "disagreements": disagree})
     student_head = _("student")
-    width = max([len(r["student"]) for r in rows] + [7, len(student_head)])
+    # (a student id, a file name in a note, an error: printed with their control
+    # characters made visible, which could otherwise erase or rewrite a row)
+    width = max([len(visible(r["student"])) for r in rows] + [7, len(student_head)])
     score_head, extras_head = _("score"), _("faults / flags / errors")
     print(f"\n{student_head:<{width}}  {score_head:>12}  {extras_head}", file=out)
     for r in rows:
@@ -184,7 +186,8 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
             ([r["note"]] if r.get("note") else []) + \
             [_("disagrees with nbgrader: {difference}").format(difference=d)
              for d in r.get("disagreements", [])]
-        print(f"{r['student']:<{width}}  {score:>12}  {'; '.join(extras)}", file=out)
+        print(f"{visible(r['student']):<{width}}  {score:>12}  {visible('; '.join(extras))}",
+              file=out)
     print("\n" + _("students per fault id:"), file=out)
     for fault, n in faults.most_common():
         print(f"  {fault:<28} {n}", file=out)
@@ -195,7 +198,7 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
             "again to grade them): {students}",
             "{count} students with a grading error, no grade written (run the same command "
             "again to grade them): {students}", len(failed)).format(
-                count=len(failed), students=", ".join(failed)), file=out)
+                count=len(failed), students=visible(", ".join(failed))), file=out)
     return {"students": rows, "faults": dict(faults), "grading_errors": failed}
 
 
@@ -456,7 +459,7 @@ def interrupted(args, exc):
             "interrupted ({what}): {left}. The log {log} holds {count} graded student",
             "interrupted ({what}): {left}. The log {log} holds {count} graded students",
             len(graded)).format(what=what, left=left, log=log_path, count=len(graded))
-            + (f": {', '.join(graded)}" if graded else "")
+            + (f": {visible(', '.join(graded))}" if graded else "")
             + ". " + _("Run the same command again to grade the others."), file=sys.stderr)
     return EXIT_INTERRUPTED
 

@@ -55,6 +55,15 @@ KIT_PATH = re.compile(r"(^|[/\\])(solutions|grader_tests|submitted|autograded)[/
 # Methods through which code changes, rather than reads, ``os.environ`` or ``sys.path``
 # (setting OMP_NUM_THREADS, putting one's own folder on the path: no evidence).
 WRITES = ("append", "insert", "extend", "setdefault", "update", "pop", "remove", "clear")
+# What code may do with ``sys.modules`` (or a name bound to it) and still only read it:
+# these methods, reading an item, ``in``, comparing, iterating, and these builtins on it.
+# Anything else (an assignment, ``del``, ``|=``, ``pop`` / ``update`` / ``__setitem__``...,
+# handing it to any other function) counts as rewriting it.
+MODULES_READS = ("get", "keys", "values", "items", "copy", "__contains__", "__getitem__",
+                 "__len__", "__iter__")
+MODULES_READERS = ("len", "list", "sorted", "set", "frozenset", "tuple", "dict", "iter",
+                   "repr", "str", "print", "any", "all", "enumerate", "reversed", "id",
+                   "type", "isinstance")
 
 
 def _sources(path: str) -> list[tuple[str, str]]:
@@ -93,6 +102,70 @@ def _chain(node: ast.AST) -> tuple[str, ...]:
     return tuple(reversed(parts))
 
 
+def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+    """``id(node) -> parent node`` for every node of ``tree`` but its root."""
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _modules_aliases(tree: ast.AST) -> set[str]:
+    """Names bound to ``sys.modules`` in ``tree``: ``m = sys.modules``, ``(m := ...)``,
+    ``from sys import modules [as m]``, and names bound to such a name, transitively."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "sys":
+            names.update(a.asname or a.name for a in node.names if a.name == "modules")
+    while True:
+        before = len(names)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and \
+                    node.value is not None and _is_modules(node.value, names):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+        if len(names) == before:
+            return names
+
+
+def _is_modules(node: ast.AST, aliases: set[str]) -> bool:
+    """Whether ``node`` is ``sys.modules`` or a name bound to it, read."""
+    if isinstance(node, ast.Attribute):
+        return _chain(node) == ("sys", "modules")
+    return isinstance(node, ast.Name) and node.id in aliases and isinstance(node.ctx, ast.Load)
+
+
+def _modules_written(node: ast.AST, parents: dict[int, ast.AST], aliases: set[str]) -> bool:
+    """Whether the use ``node`` of ``sys.modules`` (or of an alias) may change it: every
+    use but the reads ``MODULES_READS`` / ``MODULES_READERS`` name, an item read, ``in``, a
+    comparison, an iteration or binding it to a name (whose own uses are judged alike)."""
+    if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+        return True  # sys.modules = ..., del sys.modules, sys.modules |= ...
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Attribute):
+        return parent.attr not in MODULES_READS
+    if isinstance(parent, ast.Subscript) and parent.value is node:
+        # an item read, unless written through: sys.modules["numpy"].allclose = ...
+        while isinstance(parent, (ast.Subscript, ast.Attribute)):
+            if not isinstance(parent.ctx, ast.Load):
+                return True
+            above = parents.get(id(parent))
+            if not (isinstance(above, (ast.Subscript, ast.Attribute)) and above.value is parent):
+                return False
+            parent = above
+        return False
+    if isinstance(parent, ast.Compare):
+        return False
+    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+        return False
+    if isinstance(parent, ast.Call) and node in parent.args and \
+            isinstance(parent.func, ast.Name) and parent.func.id in MODULES_READERS:
+        return False
+    if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and parent.value is node:
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        return not all(isinstance(t, ast.Name) for t in targets)  # an alias: judged by its uses
+    if isinstance(parent, ast.Expr):
+        return False  # the bare expression, evaluated for nothing
+    return True
+
+
 def findings(code: str, course_root: str | None = None) -> list[str]:
     """What one piece of code reaches for, one phrase each, in order, without repeats.
 
@@ -111,6 +184,7 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
     found = []
     skip = _docstrings(tree)
     written = set()  # os.environ / sys.path nodes that are only written to
+    parents, aliases = _parents(tree), _modules_aliases(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
             written.add(id(node.value))
@@ -132,6 +206,8 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
         if isinstance(node, ast.Attribute):
             chain = _chain(node)
             for key, what in FORBIDDEN_ATTRIBUTES.items():
+                if key == ("sys", "modules"):  # evidence when written to, not when read
+                    continue
                 if chain == key and not (key in (("os", "environ"), ("sys", "path"))
                                          and id(node) in written):
                     found.append(_(what))
@@ -141,6 +217,8 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
             if chain and chain[0] in ("np", "numpy") and \
                     isinstance(node.ctx, (ast.Store, ast.Del)):
                 found.append(_("replaces {name}").format(name=".".join(("numpy",) + chain[1:])))
+        if _is_modules(node, aliases) and _modules_written(node, parents, aliases):
+            found.append(_(FORBIDDEN_ATTRIBUTES[("sys", "modules")]))
         if isinstance(node, ast.Name) and node.id == "__builtins__":
             found.append(_("touches __builtins__"))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \

@@ -37,6 +37,12 @@ STYLE = (f'<style type="text/css" id="{MARK}">\n'
          "  white-space: pre-wrap; overflow-wrap: anywhere;\n}\n"
          "div.output_subarea { max-width: 100%; }\n"
          "</style>\n")
+# The feedback page fetches nothing, whatever a cell holds: no script, no frame, no
+# connection; styles and images only from the page itself (inline) or data: URLs.
+CSP = ("default-src 'none'; style-src 'unsafe-inline' data:; img-src data:; font-src data:; "
+       "base-uri 'none'; form-action 'none'")
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+_HEAD = re.compile(r"<head\b[^>]*>", re.I)
 _TEST_CELL = re.compile(r'<a href="#([A-Za-z0-9_-]+)">Test cell</a>')
 
 
@@ -53,12 +59,15 @@ def finish_page(text: str) -> str:
         text: the page nbgrader wrote.
 
     Returns:
-        The page with named summary links and the wrapping style sheet.
+        The page with named summary links, the wrapping style sheet and, first in its
+        head, the Content-Security-Policy ``CSP`` (the page loads nothing from elsewhere).
     """
     if MARK in text:
         return text
     text = _TEST_CELL.sub(lambda m: f'<a href="#{m.group(1)}"><code>'
                                     f'{html.escape(part_name(m.group(1)))}</code></a>', text)
+    head = _HEAD.search(text)
+    text = text[:head.end()] + "\n" + CSP_META + text[head.end():] if head else CSP_META + text
     at = text.find("</head>")
     return text[:at] + STYLE + text[at:] if at >= 0 else STYLE + text
 
@@ -125,15 +134,26 @@ STUDENT_TAGS = frozenset({
 STUDENT_PROTOCOLS = frozenset({"http", "https", "mailto", "data"})
 
 
+def _local_source(value: str) -> bool:
+    """Whether an image source of a student's cell loads nothing from the network: a
+    ``data:`` URL (an attachment) or a relative path (a file beside the page). A URL with
+    any other scheme (``https:``, ``ftp:``, ``https:host`` without slashes) or a
+    protocol-relative one (``//host``, and ``/\\host``, which browsers read alike) is not."""
+    bare = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(value)).lower()  # as browsers read it
+    if bare.startswith("data:"):
+        return True
+    return not re.match(r"[a-z][a-z0-9+.\-]*:|[/\\]{2}", bare)
+
+
 def _student_attribute(tag: str, name: str, value: str) -> bool:
     """bleach's attribute filter of a student's cell: whether ``tag`` keeps ``name=value``."""
     if name in ("class", "id", "align", "title") or \
             (tag in MATHML_TAGS and name in MATHML_ATTRIBUTES):
         return True
-    if tag == "img":
-        return name in ("src", "alt")
+    if tag == "img":  # a source the page loads: the cell's own (data:) or a relative path
+        return name == "alt" or (name == "src" and _local_source(value))
     if tag == "a" and name == "href":  # data: only as an image's source
-        return not re.sub(r"[\x00-\x20]", "", value).lower().startswith("data:")
+        return not re.sub(r"[\x00-\x20]", "", html.unescape(value)).lower().startswith("data:")
     return False
 
 

@@ -36,6 +36,7 @@ import hashlib
 import html
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -43,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 
 from .i18n import DEFAULT_LANGUAGE, _, course_language, use_language
+from .report import visible
 from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, read_cells  # noqa: F401
 
 STUB = "raise NotImplementedError"
@@ -199,11 +201,32 @@ def choose_notebook(folder: str, assignment: str) -> NotebookChoice:
     return NotebookChoice(path, answered, others, "; ".join(said) + ".")
 
 
+# ASCII punctuation markdown may read as markup (CommonMark lets a backslash escape each);
+# ``&``, ``<`` and ``>`` are HTML-escaped instead (a backslash would show their entity).
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~\"'=:/$^%@,;?])")
+
+
+def inert_markdown(text: str) -> str:
+    """``text`` as markdown that renders as exactly that text: control and separator
+    characters written as escapes (``report.visible``: a newline in a file name starts no
+    paragraph or heading), markdown punctuation backslash-escaped (no emphasis, link,
+    image, heading, list or math), ``&``, ``<`` and ``>`` HTML-escaped (no tag).
+
+    Args:
+        text: a sentence naming a student's files.
+
+    Returns:
+        str, one line of markdown without ``<`` or ``>``.
+    """
+    text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", visible(text))
+    return html.escape(text, quote=False)
+
+
 def note_cell(note: str, nbformat_minor: int = 5) -> dict:
     """The markdown cell that opens an autograded notebook with ``note`` (file names shown
-    as text: the note is HTML-escaped)."""
+    as text: the note is made inert markdown, ``inert_markdown``)."""
     cell = {"cell_type": "markdown", "metadata": {"grading_note": True},
-            "source": f"{NOTE_MARK} {html.escape(note[0].upper() + note[1:])}"}
+            "source": f"{NOTE_MARK} {inert_markdown(note[0].upper() + note[1:])}"}
     if nbformat_minor >= 5:
         cell["id"] = "grading-note"
     return cell

@@ -8,11 +8,38 @@ JSON-ready dict and ``from_json`` reads it back.
 """
 
 import textwrap
+import unicodedata
 from dataclasses import dataclass, field
 
 from .faults import trap_line
 from .i18n import _
 from .registry import NOTES
+
+# Unicode categories of characters that print nothing visible of their own and can move
+# the cursor, erase or reorder text in a terminal: control (Cc: ``\r``, ``\x1b``, ...),
+# format (Cf: bidirectional overrides, zero-width characters), line and paragraph
+# separators, surrogates.
+_INVISIBLE = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def visible(text: object) -> str:
+    """``text`` (a file name, a student id: anything a student chose) with every control,
+    format or separator character written as its Python escape (``"\\r"``, ``"\\x1b"``,
+    ``"\\u202e"``), so that printing it cannot erase, move or hide other text.
+
+    Args:
+        text: any object; ``str(text)`` is shown.
+
+    Returns:
+        str with only printable characters and plain spaces (same as ``str(text)`` when it
+        has none of those characters).
+    """
+    text = str(text)
+    if all(unicodedata.category(ch) not in _INVISIBLE for ch in text):
+        return text
+    return "".join(ch.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(ch) in _INVISIBLE else ch for ch in text)
+
 
 # Characters of a report's message line before it is wrapped (after an 8-space indent).
 REPORT_WIDTH = 88

@@ -53,6 +53,7 @@ release folder cannot be used.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -74,6 +75,7 @@ from .batch import alembic_on_path
 from .config import course_config
 from .core import POINTS, grade_id
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
+from .report import visible
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).
 HIDDEN_CHECKS = frozenset(grade_id(name) for name in POINTS)
@@ -189,7 +191,8 @@ def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
     collected = []
     for student, record in sorted(students.items()):
         course = record.get("exchange_course")
-        if not course or not (Path(exchange) / course / "inbound").is_dir():
+        if not course or unsafe_student_id(student) or \
+                not (Path(exchange) / course / "inbound").is_dir():
             continue
         config = _exchange_config(root, course, exchange, db_url)
         config.CourseDirectory.student_id = student
@@ -282,15 +285,17 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
     """Every student of the gradebook with a verdict.
 
     A student whose `attention` submission waits for review (``review_pending``) is never
-    eligible, whatever the score: the reason starts with ``"flagged for review: "``.
+    eligible, whatever the score: the reason starts with ``"flagged for review: "``. The
+    score judged is the one after nbgrader's late penalty (``SubmittedAssignment.score``
+    less its ``late_submission_penalty``: the ``score`` of ``grades.csv``).
 
     Args:
         gradebook: an open ``nbgrader.api.Gradebook``.
         threshold: a ``parse_threshold`` value.
 
     Returns:
-        list of dicts ``{"student", "eligible" (bool), "score", "max_score", "reason"}``,
-        sorted by student id.
+        list of dicts ``{"student", "eligible" (bool), "score" (points after the late
+        penalty), "max_score", "reason"}``, sorted by student id.
 
     Raises:
         LookupError: if the gradebook has no assignment `attention`.
@@ -315,7 +320,9 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
                 assignment=GATE_ASSIGNMENT)
             verdicts.append(entry)
             continue
-        score = float(submission.score)
+        # the score after nbgrader's late penalty: the one grades.csv and formgrader show
+        penalty = float(submission.late_submission_penalty or 0.0)
+        score = float(submission.score) - penalty
         entry["score"] = score
         autograded = any(grade.auto_score is not None or grade.manual_score is not None
                          for notebook in submission.notebooks for grade in notebook.grades)
@@ -340,6 +347,12 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
             entry["reason"] = _("{assignment} scored {score:g} / {max_score:g}").format(
                 assignment=GATE_ASSIGNMENT,
                                   score=score, max_score=max_score)
+        elif penalty > 0 and score + penalty + 1e-9 >= need:  # held back by the penalty
+            entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g} after a late "
+                                 "penalty of {penalty:g} points ({raw:g} before it), needs "
+                                 "{need:g}").format(assignment=GATE_ASSIGNMENT, score=score,
+                                   max_score=max_score, penalty=penalty, raw=score + penalty,
+                                   need=need))
         else:
             entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g}, needs "
                                  "{need:g}").format(assignment=GATE_ASSIGNMENT, score=score,
@@ -358,11 +371,43 @@ def load_ledger(path: Path) -> dict[str, Any]:
 
 
 def save_ledger(path: Path, ledger: dict[str, Any]) -> None:
-    """Write ``ledger`` to ``path`` as JSON, atomically (a temporary file, then renamed)."""
+    """Write ``ledger`` to ``path`` as JSON, atomically (a temporary file, then renamed).
+
+    The temporary file is a fresh name ``tempfile.mkstemp`` makes in the ledger's folder,
+    never a name fixed in advance: the folder also holds one folder per student id, and no
+    id can take the temporary file's place.
+
+    Raises:
+        OSError: when the folder or the file cannot be written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(ledger, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def unsafe_student_id(student: object) -> str | None:
+    """Why the gradebook's student id ``student`` cannot name a folder of ``unlocked/``
+    (nor an exchange course), or None when it can: an id must be one path component of
+    printable characters, neither empty nor ``.`` / ``..``, and not the ledger's name.
+
+    Returns:
+        None, or the reason as a str in the current language.
+    """
+    text = str(student)
+    if text in ("", ".", "..") or "/" in text or "\\" in text or \
+            (os.altsep and os.altsep in text) or visible(text) != text:
+        return _("the student id is not a safe folder name (empty, '.', '..', a path "
+                 "separator or a control character)")
+    if text == LEDGER:
+        return _("the student id is the name of the ledger {ledger}").format(ledger=LEDGER)
+    return None
 
 
 def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Threshold,
@@ -402,35 +447,47 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
         student = verdict["student"]
         if student in ledger["students"]:
             already.append(verdict)
+        elif verdict["eligible"] and unsafe_student_id(student):  # never used as a path
+            locked.append(dict(verdict, reason=_("{reason}, but not released: {why}").format(
+                reason=verdict["reason"], why=unsafe_student_id(student))))
         elif verdict["eligible"]:
             newly.append(verdict)
             if not dry_run:
-                target = unlocked_dir / student / ASSIGNMENT
-                if target.exists():  # a folder left by an interrupted run: replace it
-                    shutil.rmtree(target)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copytree(release_dir, target,
-                                ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-                record = {
-                    "unlocked_at": now, "attention_score": verdict["score"],
-                    "attention_max_score": verdict["max_score"],
-                    "threshold": describe_threshold(threshold, verdict["max_score"]),
-                    "folder": str(Path(student) / ASSIGNMENT)}
-                if exchange and course_id:  # course_id is set whenever exchange is
-                    record["exchange_course"] = exchange_course(course_id, student)
-                    try:
-                        release_to_exchange(release_dir, exchange, record["exchange_course"],
-                                            config_dir)
-                    except Exception as exc:  # noqa: BLE001  (nbgrader's ExchangeError, OSError)
-                        # not in the ledger: the next run releases to this student again
+                try:  # (one student's failure is reported; the others are released)
+                    target = unlocked_dir / student / ASSIGNMENT
+                    if target.exists():  # a folder left by an interrupted run: replace it
+                        shutil.rmtree(target)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copytree(release_dir, target,
+                                    ignore=shutil.ignore_patterns(".ipynb_checkpoints",
+                                                                  "__pycache__"))
+                    record = {
+                        "unlocked_at": now, "attention_score": verdict["score"],
+                        "attention_max_score": verdict["max_score"],
+                        "threshold": describe_threshold(threshold, verdict["max_score"]),
+                        "folder": str(Path(student) / ASSIGNMENT)}
+                    if exchange and course_id:  # course_id is set whenever exchange is
+                        record["exchange_course"] = exchange_course(course_id, student)
+                        try:
+                            release_to_exchange(release_dir, exchange, record["exchange_course"],
+                                                config_dir)
+                        except Exception as exc:  # noqa: BLE001  (ExchangeError, OSError)
+                            # not in the ledger: the next run releases to this student again
+                            newly.pop()
+                            locked.append(dict(verdict, reason=(
+                                _("{reason}, but the release to the exchange ({exchange}) failed: "
+                                  "{error}; run the command again").format(
+                                      reason=verdict['reason'], exchange=exchange, error=exc))))
+                            continue
+                    ledger["students"][student] = record
+                    save_ledger(ledger_path, ledger)  # after each copy: a stop loses nothing
+                except OSError as exc:  # (shutil.Error too) a folder or the ledger unwritable
+                    ledger["students"].pop(student, None)
+                    if newly and newly[-1] is verdict:
                         newly.pop()
-                        locked.append(dict(verdict, reason=(
-                            _("{reason}, but the release to the exchange ({exchange}) failed: "
-                              "{error}; run the command again").format(
-                                  reason=verdict['reason'], exchange=exchange, error=exc))))
-                        continue
-                ledger["students"][student] = record
-                save_ledger(ledger_path, ledger)  # after each copy: an interrupted run loses nothing
+                    locked.append(dict(verdict, reason=_(
+                        "{reason}, but the release failed: {error}; run the command "
+                        "again").format(reason=verdict["reason"], error=exc)))
         else:
             locked.append(verdict)
     return newly, already, locked
@@ -519,7 +576,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(_("{assignment} submissions in {folder} of the {students} unlocked students "
                 "({collected}): {names}").format(assignment=ASSIGNMENT, folder=root / 'submitted',
                                                  students=len(students), collected=len(collected),
-                                                 names=', '.join(collected) or '-'))
+                                                 names=visible(', '.join(collected)) or '-'))
         return 0
 
     if not (release_dir / f"{ASSIGNMENT}.ipynb").is_file():
@@ -555,17 +612,18 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
            _("\nunlocked now ({count}):")).format(count=len(newly)))
     for v in newly:
         where = unlocked_dir / v["student"] / ASSIGNMENT
-        print(f"  {v['student']:42s} {v['reason']}  ->  {where}")
+        print(f"  {visible(v['student']):42s} {visible(v['reason'])}  ->  {visible(where)}")
         if exchange and course_id:  # _run returned above when exchange has no course id
             course = exchange_course(course_id, v["student"])
             print(" " * 45 + _("exchange course {course} (JupyterHub group nbgrader-{course}): "
                                "the student runs `nbgrader fetch_assignment {assignment} "
-                               "--course {course}`").format(course=course, assignment=ASSIGNMENT))
+                               "--course {course}`").format(course=visible(course),
+                                                           assignment=ASSIGNMENT))
     print(_("\nalready unlocked, not released again ({already}):").format(already=len(already)))
     for v in already:
-        print(f"  {v['student']:42s} {v['reason']}")
+        print(f"  {visible(v['student']):42s} {visible(v['reason'])}")
     print(_("\nnot unlocked ({locked}):").format(locked=len(locked)))
     for v in locked:
-        print(f"  {v['student']:42s} {v['reason']}")
+        print(f"  {visible(v['student']):42s} {visible(v['reason'])}")
     return 0
 

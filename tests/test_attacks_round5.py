@@ -21,7 +21,7 @@ the attack works.
   collect`` follows it with the instructor's rights, so a link to the instructor's
   ``source/attention/attention.ipynb`` is handed in as the student's notebook: 100 / 100,
   not flagged, the reference solutions in the feedback, the training gate open. The
-  kit's own ``tools/unlock_training.py --collect`` follows such a link the same way.
+  kit's own ``grader_tests/unlock.py --collect`` follows such a link the same way.
 * The kit's own ``attention`` setup cell, one character of a docstring off the current
   release, is read as the student's code and flagged "rewrites sys.modules" on the
   ``grade`` / ``batch`` paths: an honest student's grade withheld and gate closed.
@@ -225,7 +225,7 @@ def test_one_students_two_files_do_not_stop_the_collection_of_the_class(tmp_path
     assert honest.is_file(), done.stdout[-2000:] + done.stderr[-2000:]
 
 
-# The kit's own collection of `training` (``tools/unlock_training.py --collect``, nbgrader's
+# The kit's own collection of `training` (``grader_tests/unlock.py``, ``--collect``, nbgrader's
 # ExchangeCollect on each unlocked student's course) follows the same links: a link in
 # the student's own training course's inbound brings any file the instructor can read
 # (here the reference ``solutions/training.py``; ``source/training/training.ipynb`` the

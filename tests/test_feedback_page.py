@@ -104,3 +104,26 @@ def test_a_students_cell_keeps_its_markdown_and_loses_its_scripts():
     assert "<math" in page
     own = render_markdown("<img src=figure.png> <b>given</b>", locked=True)
     assert '<img src="figure.png"' in own or "<img src=figure.png>" in own  # the release's own
+
+
+def test_the_finished_page_opens_with_a_policy_that_fetches_nothing():
+    from grader_tests.feedback import CSP
+
+    page = finish_page(PAGE)
+    head = page[page.index("<head>"):page.index("</head>")]
+    assert head.startswith('<head>\n<meta http-equiv="Content-Security-Policy"'), head[:120]
+    assert page.count("Content-Security-Policy") == 1
+    assert "default-src 'none'" in CSP and "img-src data:;" in CSP
+    assert "script-src" not in CSP  # no script at all: default-src 'none' covers it
+
+
+def test_a_students_image_keeps_only_a_source_of_its_own():
+    page = render_markdown("![a](https://t.example/p.png) ![b](https:t.example/p.png) "
+                           '<img src="//t.example/p.png"> <img src="/\\t.example/p.png"> '
+                           '<img src="&#104;ttps://t.example/p.png"> <img src=" ftp://t.example/p"> '
+                           "![c](figure.png) ![d](data:image/png;base64,iVBORw0KGgo=)")
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert sources == ["figure.png", "data:image/png;base64,iVBORw0KGgo="], (sources, page)
+    assert page.count("<img") == 8 and 'alt="a"' in page  # the images stay, without a source
+    # an entity-encoded data: link is a data: link (the browser decodes the attribute)
+    assert "href" not in render_markdown('<a href="&#100;ata:text/html,x">d</a>')

@@ -4,6 +4,7 @@ that is not a notebook counts as none answered; the kit's own staged copy never 
 
 import json
 import os
+import re
 
 from grader_tests.notebook_choice import (answered_cells, choose_notebook, note_cell,
                                           read_note, stage_chosen_notebook)
@@ -140,3 +141,20 @@ def test_nbgraders_hook_writes_nothing_for_a_plain_submission(tmp_path):
     stage_chosen_notebook("attention", "*", notebooks)
     assert notebooks == [str(folder / "attention.ipynb")]
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_the_note_shows_a_file_name_as_text():
+    """Markdown and HTML in a file name render as the characters they are; a newline or an
+    escape character is shown written out."""
+    from grader_tests.feedback import markdown_to_html
+    from grader_tests.report import visible
+
+    note = "graded *a*_[b](c)_`d`\n# e <b>&amp;\x1b $x$.ipynb as attention.ipynb."
+    cell = note_cell(note)
+    assert "<" not in cell["source"] and ">" not in cell["source"] and "\n" not in cell["source"]
+    html = markdown_to_html({"cell": cell}, cell["source"])
+    text = re.sub(r"<[^>]+>", "", html).strip()
+    assert text == ("[grading] Graded *a*_[b](c)_`d`\\n# e &lt;b&gt;&amp;amp;\\x1b $x$.ipynb "
+                    "as attention.ipynb."), html
+    assert visible("a\r\x1b[2K\u202eb\tc") == "a\\r\\x1b[2K\\u202eb\\tc"
+    assert visible("attention (1) é.ipynb") == "attention (1) é.ipynb"

@@ -119,3 +119,31 @@ def test_unlock_refuses_without_a_release(tmp_path):
                              f"sqlite:///{tmp_path / 'gradebook.db'}", "--root", str(tmp_path)],
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert result.returncode == 2 and "generate_assignment training" in result.stderr
+
+
+def test_an_unsafe_student_id_is_reported_and_one_failure_stops_no_one(tmp_path, gradebooks):
+    """Ids that are no plain folder name (``..``, ``.``, a separator, a control character,
+    the ledger's own name) are reported and never used as a path; a student whose folder
+    cannot be written is reported, and the students after them are still released."""
+    release, unlocked = release_folder(tmp_path), tmp_path / "course" / "unlocked"
+    unsafe = ["..", ".", "a/b", "a\\b", "x\ry", "unlocked.json"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {s: (60, 40) for s in unsafe + ["ada", "blocked", "zoe"]})
+        unlocked.mkdir(parents=True)
+        (unlocked / "blocked").write_text("a file where the student's folder would go")
+        newly, _, locked = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("full"))
+        gb.close()
+    assert [v["student"] for v in newly] == ["ada", "zoe"]
+    reasons = {v["student"]: v["reason"] for v in locked}
+    assert sorted(reasons) == sorted(unsafe + ["blocked"])
+    for student in unsafe[:-1]:
+        assert reasons[student].endswith("not a safe folder name (empty, '.', '..', a path "
+                                         "separator or a control character)"), reasons
+    assert reasons["unlocked.json"].endswith("the name of the ledger unlocked.json")
+    assert "but the release failed" in reasons["blocked"]
+    ledger = json.loads((unlocked / "unlocked.json").read_text())
+    assert sorted(ledger["students"]) == ["ada", "zoe"]
+    assert sorted(p.name for p in unlocked.parent.iterdir()) == ["unlocked"]  # nothing beside
+    assert sorted(p.name for p in unlocked.iterdir()) == ["ada", "blocked", "unlocked.json", "zoe"]

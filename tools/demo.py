@@ -58,6 +58,7 @@ from typing import Any
 from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
 from grader_tests.config import nbgrader_env as child_env
 from grader_tests.i18n import _, folder_language, ngettext, use_language
+from grader_tests.report import visible
 
 ASSIGNMENT = "attention"
 NOTEBOOK = "attention"  # source/attention/attention.ipynb
@@ -242,16 +243,16 @@ def grade_all(root: Path, students: list[str], jobs: int) -> dict[str, dict[str,
                 r = {"student": student, "ok": False, "feedback": False, "seconds": 0.0,
                      "output": f"{type(exc).__name__}: {exc}"}
             done[student] = r
-            log(f"  [{len(done)}/{total}] {student:<42} " + ended(r))
+            log(f"  [{len(done)}/{total}] {visible(student):<42} " + ended(r))
     for student in students:
         if not (done[student]["ok"] and done[student]["feedback"]):
             r = grade_with_command_line(root, student)
             done[student] = r
-            log("  [" + _("again") + f"] {student:<42} " + ended(r))
+            log("  [" + _("again") + f"] {visible(student):<42} " + ended(r))
             if r["output"]:
                 tail = r["output"].splitlines()[-15:]
                 log("    " + _("nbgrader said:") + "\n"
-                    + "\n".join("    | " + line for line in tail))
+                    + "\n".join("    | " + visible(line) for line in tail))
     return {s: done[s] for s in students}
 
 
@@ -409,7 +410,7 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
     and each name below full marks with the fault ids its checks reported; its words in the
     current language (``grader_tests.i18n.use_language``)."""
     head = _("student")
-    width = max([len(head)] + [len(s) for s in results])
+    width = max([len(head)] + [len(visible(s)) for s in results])  # (ids as printed)
     log("")
     score_head = _("score")
     log(f"{head:<{width}}  {score_head:>15}  " + _("below full marks: name points (fault ids)"))
@@ -417,7 +418,7 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
     for student, entry in results.items():
         if not entry["ok"]:
             not_graded = _("not graded")
-            log(f"{student:<{width}}  {not_graded:>15}  " + _("autograde failed (see above)"))
+            log(f"{visible(student):<{width}}  {not_graded:>15}  " + _("autograde failed (see above)"))
             continue
         score = f"{final_score(entry):.2f} / {entry['max_score']:g}"
         lost = [] if late_note(entry) is None else [late_note(entry)]
@@ -426,7 +427,7 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
                 f"({', '.join(cell['faults']) or no_fault})"
                 for name in in_points_order(entry["cells"])
                 for cell in [entry["cells"][name]] if below_full_marks(cell)]
-        log(f"{student:<{width}}  {score:>15}  {lost[0] if lost else '-'}")
+        log(f"{visible(student):<{width}}  {score:>15}  {lost[0] if lost else '-'}")
         for line in lost[1:]:
             log(f"{'':<{width}}  {'':>15}  {line}")
 
