@@ -179,6 +179,7 @@ def test_a_link_in_the_inbound_does_not_hand_in_the_instructors_notebook(tmp_pat
 # training gate closed, for the kit's own code, in a locked cell that nbgrader's autograde
 # puts back before the kit reads it (so the autograde path should not flag it; not run here).
 
+@pytest.mark.slow  # grades a whole notebook in the jail
 @needs_jail
 def test_the_kits_own_setup_cell_is_no_evidence_against_the_student(tmp_path):
     nb = json.loads((ROOT / "example" / "submitted" / "student_correct" / "attention" /
@@ -232,6 +233,7 @@ def test_one_students_two_files_do_not_stop_the_collection_of_the_class(tmp_path
 # same way) into ``submitted/<student>/training/``, where autograde and batch take it as
 # handed in.
 
+@pytest.mark.slow  # releases and collects through nbgrader's exchange
 def test_the_unlocks_collect_does_not_follow_a_link_in_the_students_inbound(tmp_path):
     course = tmp_path / "course"
     (course / "unlocked").mkdir(parents=True)

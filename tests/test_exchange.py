@@ -334,6 +334,7 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
     assert stat.S_IMODE(inbound.stat().st_mode) & 0o777 == 0o733
 
 
+@pytest.mark.slow  # runs the unlock command on a copy of the example class
 def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebook(
         tmp_path, new_gradebooks):
     """``python tools/unlock_training.py`` with no option, run from a copy of ``example/``:

@@ -100,6 +100,7 @@ def test_the_collector_keeps_the_latest_file_and_trusts_only_the_platforms_names
     }
 
 
+@pytest.mark.slow  # runs nbgrader zip_collect
 def test_a_late_file_is_stamped_and_the_extractor_leaves_students_archives_packed(tmp_path):
     archive, extracted = tmp_path / "archive", tmp_path / "extracted"
     archive.mkdir()

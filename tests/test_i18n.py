@@ -397,6 +397,7 @@ def test_a_batch_job_grades_in_the_language_it_is_handed():
     assert i18n.current_language() == "en"
 
 
+@pytest.mark.slow  # runs the demo's command
 def test_the_demo_reports_its_progress_in_the_course_language(tmp_path):
     """The demo's progress lines come from the catalogue, in the language of the course it
     runs: an Italian course without a source notebook, where nbgrader cannot generate the

@@ -292,16 +292,23 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+# one command's help in the fast lane, the others (a process each) in the slow one
 @pytest.mark.parametrize("command, expected", [
-    (["-m", "grader_tests", "--help"], "Valuta una consegna di attention o di training."),
-    (["-m", "grader_tests", "grade", "--help"], "stampa un solo oggetto JSON"),
-    (["-m", "grader_tests", "batch", "--help"], "dimentica il registro: valuta tutti"),
-    (["-m", "grader_tests", "dashboard", "--help"],
-     "la cartella del corso (predefinita: quella corrente)"),
-    ([str(ROOT / "tools" / "unlock_training.py"), "--help"],
-     "solo il resoconto; non scrive nulla"),
-    (["-m", "grader_tests", "unlock", "--help"], "uso: python -m grader_tests unlock "),
-], ids=["grader_tests", "grade", "batch", "dashboard", "unlock_training", "unlock"])
+    pytest.param(["-m", "grader_tests", "--help"],
+                 "Valuta una consegna di attention o di training.", id="grader_tests"),
+    pytest.param(["-m", "grader_tests", "grade", "--help"], "stampa un solo oggetto JSON",
+                 id="grade", marks=pytest.mark.slow),
+    pytest.param(["-m", "grader_tests", "batch", "--help"], "dimentica il registro: valuta tutti",
+                 id="batch", marks=pytest.mark.slow),
+    pytest.param(["-m", "grader_tests", "dashboard", "--help"],
+                 "la cartella del corso (predefinita: quella corrente)", id="dashboard",
+                 marks=pytest.mark.slow),
+    pytest.param([str(ROOT / "tools" / "unlock_training.py"), "--help"],
+                 "solo il resoconto; non scrive nulla", id="unlock_training",
+                 marks=pytest.mark.slow),
+    pytest.param(["-m", "grader_tests", "unlock", "--help"],
+                 "uso: python -m grader_tests unlock ", id="unlock", marks=pytest.mark.slow),
+])
 def test_command_help_in_an_italian_course(tmp_path, command, expected):
     """Each command's ``--help`` run from an Italian course folder: argparse's own words
     and every option's help from the catalogue; from an English course, the code's text."""
