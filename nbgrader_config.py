@@ -15,12 +15,14 @@ import nbgrader
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.api import MissingEntry
+from nbgrader.converters import GenerateAssignment
 from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,
-                                    ClearOutput, GetGrades, IgnorePattern, LimitOutput,
+                                    ClearOutput, ClearSolutions, GetGrades, IgnorePattern, LimitOutput,
                                     OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 from traitlets import Float
 
+from authoring.notebook_language import LanguageClearSolutions
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
                                    NoteChosenNotebook, TrustedGrades)
 from grader_tests.feedback import (FeedbackPreprocessor, SanitizeStudentMarkdown,
@@ -234,6 +236,12 @@ c.AttentionKit.allowed_modules = ["numpy", "matplotlib"]
 # with the same cells, grade ids, points and graders: after changing it, rebuild the
 # notebooks and the releases with `python -m tools.build_all`. Anything else stops the build.
 c.AttentionKit.language = "en"
+# nbgrader generate_assignment writes the solution stubs in that language
+# (`# IL TUO CODICE QUI` in Italian): its ClearSolutions step, replaced by one that reads
+# the setting above (a course's own c.ClearSolutions.code_stub still wins).
+c.GenerateAssignment.preprocessors = [
+    LanguageClearSolutions if step is ClearSolutions else step
+    for step in GenerateAssignment.class_traits()["preprocessors"].default()]
 
 # --- Feedback ----------------------------------------------------------------------------
 

@@ -124,7 +124,7 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
                                                + list(EXERCISE_LABELS), language),
         "allowed_modules": lambda _: ", ".join(f"`{m}`" for m in modules),
         "points": lambda name: points_label(POINTS[name], language),
-        "validate_helpers": lambda _: validate_helpers(parts, modules),
+        "validate_helpers": lambda _: validate_helpers(parts, modules, language),
         "solution": lambda name: with_docstring(function_source(name), language),
     }, POINTS, "grader_tests")
     ids = [cell.id for cell in nb.cells]

@@ -11,7 +11,7 @@ The notebook is generated, never edited by hand:
   the gate cell. The experiment cells check ``RUN_EXPERIMENTS``: they are skipped while
   nbgrader validates or autogrades (it sets ``NBGRADER_EXECUTION``), since they take
   minutes and carry no points;
-* its first code cell, ``# {{ gate }}``, is **the gate** (``GATE_TEMPLATE`` below): it
+* its first code cell, ``# {{ gate }}``, is **the gate** (``notebooks/gate.py``): it
   loads the student's own attention functions from their `attention` notebook
   (``../attention/attention.ipynb`` relative to the training folder, or
   ``$ATTENTION_NOTEBOOK``; on the instructor's side that path is
@@ -62,9 +62,11 @@ from solutions import training as reference  # noqa: E402
 from authoring import notebook_cells  # noqa: E402
 from authoring.notebook_cells import (BEGIN_SOLUTION, DOCUMENTS, END_SOLUTION,  # noqa: E402
                                       graded_names, name_list, notebook_from_document,
-                                      student_install, validate_helpers, write_or_check)
-from authoring.notebook_language import (WORDS, checked_document, course_language,  # noqa: E402
-                                         points_label, with_docstring)
+                                      student_install, translated_document,
+                                      validate_helpers, write_or_check)
+from authoring.notebook_language import (DEFAULT_LANGUAGE, WORDS,  # noqa: E402
+                                         checked_document, course_language, points_label,
+                                         translated_code, with_docstring)
 
 DOCUMENT = DOCUMENTS / "training.py"  # the English document; others: notebooks/<language>/
 NOTEBOOK = ROOT / "source" / "training" / "training.ipynb"
@@ -106,46 +108,105 @@ def stub_source(name: str) -> str:
     return source
 
 
-def given(*definitions: str) -> str:
-    """Sources of the given (non-graded) definitions of ``solutions.training`` named
-    ``definitions``, two blank lines apart.
+# The given code in a language other than English: ``notebooks/<language>/given.py``, the
+# definitions and constants of solutions/training.py that the notebook copies, with their
+# comments and docstrings translated (checked against solutions/ by ``translated_code``).
+GIVEN_DOCUMENT = "given.py"
+
+
+def _given_translation(language: str) -> tuple[str, dict[str, str]]:
+    """``notebooks/<language>/given.py``: its text and its top-level definitions' sources,
+    by name.
 
     Raises:
-        ValueError: for one that has a solution region.
+        FileNotFoundError: if it is missing; ValueError: if it is not Python.
+    """
+    path, shown = DOCUMENTS / language / GIVEN_DOCUMENT, f"notebooks/{language}/{GIVEN_DOCUMENT}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{shown}: no such document; a course in {language!r} needs "
+                                "the translation of the given code of solutions/training.py "
+                                "there")
+    text = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise ValueError(f"{shown}: not Python ({exc})") from exc
+    lines = text.split("\n")
+    definitions = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            definitions[node.name] = "\n".join(lines[start:node.end_lineno])
+    return text, definitions
+
+
+def given(*definitions: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """Sources of the given (non-graded) definitions of ``solutions.training`` named
+    ``definitions``, two blank lines apart; in another language than English, those of
+    ``notebooks/<language>/given.py``, the same code with its comments and docstrings
+    translated.
+
+    Raises:
+        ValueError: for one that has a solution region, or whose translation is missing
+            or is not the English one translated (``translated_code``, naming it);
+            FileNotFoundError: if the language's ``given.py`` is missing.
     """
     parts = []
+    translations = None if language == DEFAULT_LANGUAGE else _given_translation(language)[1]
     for name in definitions:
         source = source_of(name)
         if BEGIN_SOLUTION in source:
             raise ValueError(f"{name} has a solution region: it is a stub, not given code")
+        if translations is not None:
+            where = f"notebooks/{language}/{GIVEN_DOCUMENT}: {name}"
+            if name not in translations:
+                raise ValueError(f"{where}: missing (copy it from solutions/training.py and "
+                                 "translate its comments and docstrings)")
+            source = translated_code(source, translations[name], where)
         parts.append(source)
     return "\n\n\n".join(parts)
 
 
-def constants(wanted: Sequence[str]) -> str:
-    """The module-level constants ``wanted`` of solutions/training.py with their comments,
-    in the module's order.
-
-    Raises:
-        ValueError: for a name that is not such a constant.
-    """
-    text = inspect.getsource(reference)
+def _constants_of(text: str, wanted: Sequence[str]) -> dict[str, str]:
+    """The module-level constants ``wanted`` of the module ``text``, each with the ``# ``
+    comment lines right above it, by name (the first of its targets)."""
     tree = ast.parse(text)
     lines = text.split("\n")
-    assigned = {getattr(t, "id", None) for node in tree.body if isinstance(node, ast.Assign)
-                for t in node.targets}
-    if set(wanted) - assigned:
-        raise ValueError(f"solutions/training.py has no constant {sorted(set(wanted) - assigned)}")
-    out = []
+    out = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) in wanted
-                                                for t in node.targets):
+        names = [getattr(t, "id", None) for t in node.targets] \
+            if isinstance(node, ast.Assign) else []
+        if any(n in wanted for n in names):
             start = node.lineno - 1
             while start > 0 and lines[start - 1].startswith("# ") and \
                     not lines[start - 1].startswith("# ---"):
                 start -= 1
-            out.append("\n".join(lines[start:node.end_lineno]))
-    return "\n".join(out)
+            out[next(n for n in names if n in wanted)] = "\n".join(lines[start:node.end_lineno])
+    return out
+
+
+def constants(wanted: Sequence[str], language: str = DEFAULT_LANGUAGE) -> str:
+    """The module-level constants ``wanted`` of solutions/training.py with their comments,
+    in the module's order; in another language than English, with the comments of
+    ``notebooks/<language>/given.py``.
+
+    Raises:
+        ValueError: for a name that is not such a constant, or whose translation is
+            missing or not the English one translated (``translated_code``);
+            FileNotFoundError: if the language's ``given.py`` is missing.
+    """
+    found = _constants_of(inspect.getsource(reference), wanted)
+    if set(wanted) - set(found):
+        raise ValueError(f"solutions/training.py has no constant {sorted(set(wanted) - set(found))}")
+    if language != DEFAULT_LANGUAGE:
+        translated = _constants_of(_given_translation(language)[0], wanted)
+        for name, source in found.items():
+            where = f"notebooks/{language}/{GIVEN_DOCUMENT}: {name}"
+            if name not in translated:
+                raise ValueError(f"{where}: missing (copy it from solutions/training.py with "
+                                 "its comments translated)")
+            found[name] = translated_code(source, translated[name], where)
+    return "\n".join(found.values())
 
 
 def attention_fingerprints(language: str | None = None) -> dict[str, str]:
@@ -177,219 +238,34 @@ def attention_fingerprints(language: str | None = None) -> dict[str, str]:
             for w in wanted}
 
 
+# The gate cell's document, ``notebooks/gate.py`` (its translations: ``notebooks/<language>/``).
+GATE_DOCUMENT = "gate.py"
+
+
 def gate_source(language: str | None = None) -> str:
-    """The gate cell: the template with the function names and the fingerprints of the
-    attention notebook in ``language`` (the course's when None) filled in."""
+    """The gate cell: ``notebooks/gate.py`` in ``language`` (the course's when None), with the
+    function names, the fingerprints of the attention notebook in that language and the
+    Validate helpers filled in.
+
+    Raises:
+        ValueError: if the attention notebook lacks a cell the gate fingerprints, the
+            language's gate or helpers are not the English ones translated
+            (``translated_document``), or the text holds an nbgrader marker;
+            FileNotFoundError: if a translation is missing.
+    """
     hashes = attention_fingerprints(language)
     body = "{\n" + "".join(f'    "{k}": "{v}",\n' for k, v in hashes.items()) + "}"
     names = "(\n" + "".join(f'    "{n}",\n' for n in ATTENTION_FUNCTIONS) + ")"
-    text = GATE_TEMPLATE.replace("__FUNCTIONS__", names).replace("__HASHES__", body).replace(
-        "__VALIDATE_HELPERS__", validate_helpers(GRADED, allowed_modules(str(ROOT))).strip("\n"))
+    language = course_language(ROOT) if language is None else language
+    template = translated_document(GATE_DOCUMENT, language).strip("\n")
+    helpers = validate_helpers(GRADED, allowed_modules(str(ROOT)), language).strip("\n")
+    text = template.replace("__FUNCTIONS__", names).replace("__HASHES__", body).replace(
+        "__VALIDATE_HELPERS__", helpers)
     if BEGIN_SOLUTION in text or "BEGIN HIDDEN" in text:
         raise ValueError("the gate cell must not contain nbgrader markers")
     return text
 
 
-GATE_TEMPLATE = r'''
-"""THE GATE. Run this cell first; do not edit it (it is restored when your notebook is graded).
-
-This assignment trains a model built from the functions you wrote in assignment `attention`.
-A wrong backward pass would not crash the training, it would quietly train a worse model,
-so the assignment opens only when your attention functions pass their visible checks.
-
-This cell loads your functions from your attention notebook, by default
-`../attention/attention.ipynb` (the `attention` folder next to this `training` folder; set
-the environment variable ATTENTION_NOTEBOOK to use another path), runs the visible checks
-of that notebook on them, and then either opens the gate or stops with the list of
-functions to fix. Every later cell that uses your functions starts with `require_gate()`.
-"""
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one BLAS thread per process: the runs use one process per core
-
-import contextlib
-import dis
-import gettext
-import hashlib
-import io
-import json
-import math
-import signal
-import sys
-import textwrap
-import threading
-import time
-import types
-import warnings
-from pathlib import Path
-
-import numpy as np
-
-NOTEBOOK_STARTED = time.perf_counter()  # the last cell reports how long the notebook took
-ATTENTION_FUNCTIONS = __FUNCTIONS__
-# SHA-256 of the released setup cell and visible-test cells of the attention notebook.
-_RELEASED_CELLS = __HASHES__
-
-
-class GateClosed(Exception):
-    """Raised while the attention functions have not passed their visible checks."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Raise TimeoutError if the code inside runs longer than ``seconds`` (main thread only)."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(tr("this code took longer than {seconds} s: is there a loop that never ends?",
-                              seconds=seconds))
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def require_implemented(fn, *args):
-    """Raise NotImplementedError while ``fn`` is still the stub; anything else it does on
-    ``args`` is for the hidden checks to judge."""
-    quiet = io.StringIO()
-    try:
-        with time_limit(2), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), \
-                warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            fn(*args)
-    except NotImplementedError:
-        raise
-    except BaseException:
-        pass
-
-
-def _gate_run():
-    """Load, check and report; returns (open, report, functions)."""
-    def fingerprint(source):
-        return hashlib.sha256(source.strip().replace("\r\n", "\n").encode("utf-8")).hexdigest()
-
-    def first_line(exc):
-        text = f"{type(exc).__name__}: {exc}".strip()
-        return text if len(text) <= 400 else text[:400] + " ..."
-
-    where = os.environ.get("ATTENTION_NOTEBOOK", "").strip()
-    path = Path(where).expanduser() if where else Path("..") / "attention" / "attention.ipynb"
-    if not path.is_file():
-        # Never anyone else's functions (not even the kit's reference where it is installed):
-        # the gate opens on the student's own attention notebook or stays closed.
-        told = (tr("the path in ATTENTION_NOTEBOOK") if where
-                else tr("the attention folder next to this training folder"))
-        return False, tr(
-            "The gate is closed: it could not find your attention notebook ({told}):\n"
-            "  {path}\n"
-            "Fetch or put your attention folder next to this training folder (the two assignments side\n"
-            "by side: attention/attention.ipynb and training/training.ipynb, as nbgrader fetches them),\n"
-            "or tell the gate where your attention.ipynb is: run, in a new cell,\n"
-            "    %env ATTENTION_NOTEBOOK=/path/to/your/attention.ipynb\n"
-            "then run this cell again.", told=told, path=path.resolve()), {}
-
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        cells = {}
-        for cell in notebook.get("cells", []):
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            source = cell.get("source", "")
-            if grade_id and cell.get("cell_type") == "code":
-                cells[grade_id] = "".join(source) if isinstance(source, list) else source
-    except (OSError, ValueError, AttributeError) as exc:
-        return False, tr("The gate could not read {path}: {error}", path=path,
-                         error=first_line(exc)), {}
-
-    tampered = [grade_id for grade_id, digest in _RELEASED_CELLS.items()
-                if grade_id not in cells or fingerprint(cells[grade_id]) != digest]
-    if tampered:
-        return False, tr(
-            "In {path}, these locked cells are missing or differ from the released notebook:\n  {cells}\n"
-            "The gate runs the visible checks exactly as they were released. Restore those cells\n"
-            "(copy them from a fresh copy of the released attention notebook), save, and run this cell again.",
-            path=path, cells=", ".join(tampered)), {}
-
-    namespace = {"__name__": "attention_notebook"}
-    failures = {}
-    quiet = io.StringIO()
-    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            with time_limit(60):
-                exec(compile(cells["setup"], f"{path.name}: setup", "exec"), namespace)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001
-            return False, tr("The setup cell of {path} failed: {error}", path=path,
-                             error=first_line(exc)), {}
-        for name in ATTENTION_FUNCTIONS:
-            source = cells.get(f"{name}_solution")
-            if source is None:
-                failures[name] = tr("its cell ({cell}) is missing from the notebook",
-                                    cell=name + "_solution")
-                continue
-            try:
-                with time_limit(30):
-                    exec(compile(source, f"{path.name}: {name}_solution", "exec"), namespace)
-            except (Exception, SystemExit) as exc:  # noqa: BLE001
-                failures[name] = tr("running its cell raised {error}", error=first_line(exc))
-        for name in ATTENTION_FUNCTIONS:
-            if name in failures:
-                continue
-            try:
-                with time_limit(60):
-                    exec(compile(cells[f"{name}_visible_test"], f"{path.name}: {name}_visible_test",
-                                 "exec"), dict(namespace))
-            except (Exception, SystemExit) as exc:  # noqa: BLE001
-                failures[name] = first_line(exc)
-    if failures:
-        lines = [f"  - {name}: {message}" for name, message in failures.items()]
-        return False, tr(
-            "The training assignment opens when your attention functions pass their visible checks.\n"
-            "In {path}, {failed} of {total} do not:\n{lines}\n"
-            "Fix them in your attention notebook (the visible test under each function explains what\n"
-            "is wrong), save it, and run this cell again.", path=path, failed=len(failures),
-            total=len(ATTENTION_FUNCTIONS), lines="\n".join(lines)), {}
-    functions = {name: namespace[name] for name in ATTENTION_FUNCTIONS}
-    marker = "### BEGIN " + "SOLUTION"
-    whose = (tr("the instructor's source notebook (the reference solution)")
-             if any(marker in cells.get(f"{n}_solution", "") for n in ATTENTION_FUNCTIONS)
-             else tr("your notebook"))
-    return True, tr("Gate open: the {count} attention functions of {whose}, {path},\n"
-                    "pass their visible checks and are now defined here.", count=len(functions),
-                    whose=whose, path=path), functions
-
-
-__VALIDATE_HELPERS__
-
-
-_gate = types.SimpleNamespace(open=False, report=tr("the gate cell has not finished"), functions={})
-_gate.open, _gate.report, _gate.functions = _gate_run()
-globals().update(_gate.functions)
-
-
-def require_gate():
-    """Raise GateClosed unless the gate cell ran and passed, and the attention functions it
-    checked are still the ones defined in this notebook."""
-    if not _gate.open:
-        raise GateClosed(tr("run the first cell of this notebook (the gate) and make it pass:")
-                         + "\n" + _gate.report)
-    changed = [name for name, fn in _gate.functions.items() if globals().get(name) is not fn]
-    if changed:
-        raise GateClosed(tr("{names} changed after the gate checked them: fix them in your "
-                            "attention notebook, not here, and run the gate cell again.",
-                            names=", ".join(changed)))
-
-
-print(_gate.report)
-if not _gate.open:
-    raise GateClosed(_gate.report)
-'''
 
 
 # ---------------------------------------------------------------------------------------
@@ -444,8 +320,8 @@ def build_notebook(language: str | None = None) -> nbformat.NotebookNode:
         "student_install": lambda _: student_install(),
         "points_table": lambda _: points_table(language),
         "points": lambda name: points_label(POINTS_TRAINING[name], language),
-        "constants": lambda args: constants(name_list(args)),
-        "given": lambda args: given(*name_list(args)),
+        "constants": lambda args: constants(name_list(args), language),
+        "given": lambda args: given(*name_list(args), language=language),
         "solution": lambda name: with_docstring(stub_source(name), language),
     }, POINTS_TRAINING, "grader_tests.checks_training")
     cells = nb.cells

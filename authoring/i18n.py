@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
-from babel.messages.extract import extract as extract_from_fileobj
 from babel.messages.extract import extract_from_file
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
@@ -39,17 +38,14 @@ PACKAGE = ROOT / "grader_tests"
 # notebook documents (the translations' have the same strings) and the training gate.
 SOURCES = ("grader_tests/**/*.py", "tools/demo.py",
            "notebooks/validate_helpers.py", "notebooks/attention.py", "notebooks/training.py",
-           "authoring/build_training_notebook.py")
+           "notebooks/gate.py", "authoring/build_training_notebook.py")
 KEYWORDS = {"_": None, "N_": None, "ngettext": (1, 2), "tr": None}
-# Code kept as a string constant and written into a notebook by a builder (the training
-# gate): (file, name of the constant). Its messages are extracted from the string's text.
-EMBEDDED = (("authoring/build_training_notebook.py", "GATE_TEMPLATE"),)
 # The code that runs in the student's kernel, where the kit's package may not be: its
 # messages (``tr()``) are shipped beside each notebook of a course in another language, as
 # the catalogue ``authoring.notebook_cells.KERNEL_CATALOGUE`` (``kernel_catalogue``), which
 # the Validate helpers read.
 KERNEL_SOURCES = ("notebooks/validate_helpers.py", "notebooks/attention.py",
-                  "notebooks/training.py")
+                  "notebooks/training.py", "notebooks/gate.py")
 KERNEL_KEYWORDS = {"tr": None}
 DOMAIN = "attention_kit"
 # Fixed header dates: the catalogue's bytes change only when its messages do.
@@ -71,31 +67,9 @@ def _catalog(locale: str | None = None) -> Catalog:
                    charset="utf-8")
 
 
-def embedded_code() -> list[tuple[str, int, str]]:
-    """The code of ``EMBEDDED``: ``(file, line of the constant, its text)`` each.
-
-    Raises:
-        ValueError: a file of ``EMBEDDED`` assigns no string to the constant named.
-        SyntaxError: such a file does not parse.
-    """
-    import ast
-
-    found = []
-    for rel, name in EMBEDDED:
-        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"), rel)
-        texts = [(node.value.lineno, node.value.value) for node in tree.body
-                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                 and isinstance(node.value.value, str)
-                 and any(getattr(t, "id", None) == name for t in node.targets)]
-        if len(texts) != 1:
-            raise ValueError(f"{rel}: no single string assigned to {name}")
-        found.append((rel, texts[0][0], texts[0][1]))
-    return found
-
-
 def extract(files: list[Path] | None = None, keywords: dict | None = None) -> Catalog:
-    """The template: every message marked in ``files`` (default ``source_files()``) and in
-    the code of ``EMBEDDED``, with its locations.
+    """The template: every message marked in ``files`` (default ``source_files()``), with
+    its locations.
 
     Args:
         files: the Python files to read.
@@ -111,12 +85,6 @@ def extract(files: list[Path] | None = None, keywords: dict | None = None) -> Ca
         for lineno, message, comments, context in extract_from_file(
                 "python", str(path), keywords=keywords, strip_comment_tags=True):
             template.add(message, None, [(rel, lineno)], auto_comments=comments,
-                         context=context)
-    for rel, first, text in embedded_code():
-        for lineno, message, comments, context in extract_from_fileobj(
-                "python", io.BytesIO(text.encode("utf-8")), keywords=keywords,
-                strip_comment_tags=True):
-            template.add(message, None, [(rel, first + lineno - 1)], auto_comments=comments,
                          context=context)
     return template
 
@@ -143,7 +111,7 @@ def hidden_marks() -> list[str]:
 
 def kernel_catalogue(lang: str) -> bytes:
     """The compiled catalogue of the messages that run in the student's kernel
-    (``tr()`` in ``KERNEL_SOURCES`` and ``EMBEDDED``), in ``lang``, from its ``.po``: only
+    (``tr()`` in ``KERNEL_SOURCES``), in ``lang``, from its ``.po``: only
     those messages (nothing of the graders' is handed to students). The builders write it
     as ``authoring.notebook_cells.KERNEL_CATALOGUE`` beside each notebook of a course in
     ``lang``.

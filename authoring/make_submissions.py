@@ -59,6 +59,7 @@ from typing import Any, Union
 
 import nbformat
 
+from authoring.notebook_language import STUB_RAISE, code_stubs
 from grader_tests import regions
 from grader_tests.core import grade_id
 from grader_tests.regions import BEGIN, END, region_of, solution_cells  # noqa: F401  (re-exported)
@@ -86,7 +87,9 @@ EARLY_FIRST = datetime.timedelta(days=2)
 # ... except the late one: submitted this long after the due date.
 LATE = {"student_heads_merged_wrong": datetime.timedelta(hours=3)}
 
-STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")  # nbgrader's default code stub
+# The two lines of the stub nbgrader writes in place of a solution region, in any of the
+# notebooks' languages (authoring.notebook_language.LanguageClearSolutions).
+STUB = (code_stubs(), STUB_RAISE)
 DEF = re.compile(r"^def (\w+)\(", re.MULTILINE)
 
 
@@ -195,7 +198,7 @@ def fill(cell_source: str, region: str) -> str:
     """
     lines = cell_source.splitlines()
     for i in range(len(lines) - 1):
-        if lines[i].strip() == STUB[0] and lines[i + 1].strip() == STUB[1]:
+        if lines[i].strip() in STUB[0] and lines[i + 1].strip() == STUB[1]:
             indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
             body = region.rstrip("\n").splitlines()
             first = next((line for line in body if line.strip()), "")

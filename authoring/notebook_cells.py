@@ -85,20 +85,53 @@ def clean(text: str) -> str:
     return text
 
 
-def validate_helpers(parts: Sequence[str], modules: Sequence[str]) -> str:
-    """The Validate helpers of a notebook (``notebooks/validate_helpers.py``, less its
-    ``##`` lines) for graded parts ``parts`` and grading modules ``modules``.
+def translated_document(name: str, language: str) -> str:
+    """The text of ``notebooks/<name>`` in ``language``, less its ``##`` lines (notes for
+    the kit's maintainers): the English document for English, else
+    ``notebooks/<language>/<name>``, checked to be the English one with only its comments
+    and docstrings translated (``authoring.notebook_language.translated_code``).
+
+    Raises:
+        FileNotFoundError: if the language's document is missing; ValueError: if it is not
+            the English one translated (the message names it).
+    """
+    from authoring.notebook_language import DEFAULT_LANGUAGE, check_language, translated_code
+
+    def read(path: Path) -> str:
+        lines = path.read_text(encoding="utf-8").split("\n")
+        return "\n".join(line for line in lines if not line.startswith("##"))
+
+    english = read(DOCUMENTS / name)
+    if check_language(language) == DEFAULT_LANGUAGE:
+        return english
+    path, shown = DOCUMENTS / language / name, f"notebooks/{language}/{name}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{shown}: no such document; a course in {language!r} needs "
+                                f"the translation of notebooks/{name}")
+    return translated_code(english, read(path), shown)
+
+
+def validate_helpers(parts: Sequence[str], modules: Sequence[str],
+                     language: str = "en") -> str:
+    """The Validate helpers of a notebook (``notebooks/validate_helpers.py`` or its
+    translation, ``translated_document``) for graded parts ``parts`` and grading modules
+    ``modules``.
 
     Args:
         parts: the graded names in the notebook's order (``GRADED_PARTS``).
         modules: top-level names of the third-party modules the grading environment
             provides (``GRADING_MODULES``; the standard library always).
+        language: the notebook's language (``"en"``, ``"it"``): that of the comments and
+            docstrings; the code and its messages (``tr()``, the kit's catalogue) are the
+            same.
 
     Returns:
         the Python source, ending with a newline.
+
+    Raises:
+        FileNotFoundError, ValueError: as ``translated_document``.
     """
-    lines = VALIDATE_HELPERS.read_text(encoding="utf-8").split("\n")
-    text = "\n".join(line for line in lines if not line.startswith("##"))
+    text = translated_document(VALIDATE_HELPERS.name, language)
     return fill(text, {"graded_parts": lambda _: repr(tuple(parts)),
                        "grading_modules": lambda _: repr(tuple(modules)),
                        "kernel_catalogue": lambda _: repr(KERNEL_CATALOGUE)},

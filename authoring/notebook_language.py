@@ -10,10 +10,13 @@ English (``"en"``, the default) is written in ``notebooks/<assignment>.py``; eve
 language in ``notebooks/<language>/<assignment>.py``, a jupytext percent document with
 exactly the English document's cells (``notebooks/README.md``). What may differ between
 the two is the teaching text: the markdown cells, the comments and docstrings, and the
-strings that the given code cells print (table headers, labels), and the stubs'
-docstrings (``notebooks/<language>/docstrings.py``, ``with_docstring``). Everything nbgrader
+strings that the given code cells print (table headers, labels), the stubs'
+docstrings (``notebooks/<language>/docstrings.py``, ``with_docstring``), and the comments and
+docstrings of the code the builders insert: the Validate helpers, the training gate and the
+given code of ``solutions/training.py`` (``notebooks/<language>/validate_helpers.py``,
+``gate.py``, ``given.py``, each checked by ``translated_code``). Everything nbgrader
 and the graders read is the same: cell ids, grade ids, cell types, nbgrader metadata and
-tags, the placeholders, the whole text of the setup cell, and the code, strings and
+tags, the placeholders, the code and strings of the setup cell, and the code, strings and
 ``###`` lines of the solution, visible-test and graded cells (their comments and leading
 docstring are the language's; the training gate of each language holds the digests of its
 own attention notebook's setup and visible tests). A
@@ -25,12 +28,15 @@ Italian notebook never silently keeps English text, nor differs in what is grade
 from __future__ import annotations
 
 import ast
+import io
 import os
 import re
+import tokenize
 from collections.abc import Mapping
 from pathlib import Path
 
 import jupytext
+from nbgrader.preprocessors import ClearSolutions
 
 from grader_tests.config import course_config
 
@@ -42,12 +48,47 @@ LANGUAGES = ("en", "it")
 # The words the builders write into the notebooks, by language.
 WORDS: Mapping[str, Mapping[str, str]] = {
     "en": {"point": "point", "points": "points", "part": "part", "total": "total",
+           "code_stub": "# YOUR CODE HERE", "text_stub": "YOUR ANSWER HERE",
            "exercise_weight_ratio": "Exercise 1 (weight ratio)",
            "exercise_decoder_budget": "Exercise 2 (decoder budget)"},
     "it": {"point": "punto", "points": "punti", "part": "parte", "total": "totale",
+           "code_stub": "# IL TUO CODICE QUI", "text_stub": "LA TUA RISPOSTA QUI",
            "exercise_weight_ratio": "Esercizio 1 (rapporto dei pesi)",
            "exercise_decoder_budget": "Esercizio 2 (budget del decoder)"},
 }
+
+# The second line of the stub nbgrader puts in place of a solution region (the first is the
+# language's ``code_stub`` comment): running it is how a function says it is not written yet.
+STUB_RAISE = "raise NotImplementedError()"
+
+
+def code_stubs() -> tuple[str, ...]:
+    """The comment line of the solution stub, in every language (``WORDS``)."""
+    return tuple(WORDS[language]["code_stub"] for language in LANGUAGES)
+
+
+class LanguageClearSolutions(ClearSolutions):
+    """nbgrader's ``ClearSolutions`` (``nbgrader generate_assignment``) writing its stubs in
+    the course's language (``c.AttentionKit.language``): a Python solution region becomes
+    ``# IL TUO CODICE QUI`` / ``raise NotImplementedError()`` in Italian, nbgrader's own
+    ``# YOUR CODE HERE`` in English. A ``c.ClearSolutions.code_stub`` or ``text_stub`` the
+    course sets itself is kept."""
+
+    def preprocess(self, nb, resources):
+        """Set the stubs from the course's language, then clear the solutions as nbgrader
+        does.
+
+        Raises:
+            ValueError: for a language not in ``LANGUAGES``.
+        """
+        language = check_language(self.config.AttentionKit.get("language", DEFAULT_LANGUAGE))
+        words = WORDS[language]
+        if "code_stub" not in self.config.ClearSolutions:
+            self.code_stub = dict(self.code_stub, python=f"{words['code_stub']}\n{STUB_RAISE}")
+        if "text_stub" not in self.config.ClearSolutions:
+            self.text_stub = words["text_stub"]
+        return super().preprocess(nb, resources)
+
 
 # ``{{ key }}`` / ``{{ key: args }}`` anywhere in a cell (authoring/notebook_cells.py's syntax).
 PLACEHOLDER = re.compile(r"\{\{ (\w+)(?:: ([^{}\n]*?))? \}\}")
@@ -164,6 +205,76 @@ def _same_but_words(source: str, other: str) -> bool:
         return False
 
 
+class _NoDocstrings(ast.NodeTransformer):
+    """Drops every docstring: the module's, each class's and each function's."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+        return super().generic_visit(node)
+
+
+def prose(source: str) -> list[str]:
+    """The comments (``# ...``, the hash included) and docstrings of the Python ``source``,
+    in order: the words a translation changes.
+
+    Raises:
+        SyntaxError: if ``source`` is not Python.
+    """
+    comments = [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT]
+    docstrings = [ast.get_docstring(node, clean=False) for node in ast.walk(ast.parse(source))
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and ast.get_docstring(node, clean=False) is not None]
+    return comments + docstrings
+
+
+# A comment or docstring of a translation with this many words (of two letters or more) that
+# is the English one, word for word, was left untranslated; a shorter one (a linter directive,
+# ``# (B, T, d)``) may be the same in every language.
+UNTRANSLATED_WORDS = 3
+
+
+def translated_code(english: str, translated: str, where: str) -> str:
+    """``translated`` if it is the Python code ``english`` with only its words translated:
+    the same syntax tree once comments and every docstring (module, class, function) are
+    set aside, strings included (a message's text is its key in the kit's catalogue), and
+    no comment or docstring of ``UNTRANSLATED_WORDS`` words or more still the English one.
+
+    Args:
+        english: the English source (a cell, ``notebooks/validate_helpers.py``, a given
+            definition of ``solutions/``).
+        translated: its translation.
+        where: what it is (document and cell), for the message.
+
+    Returns:
+        ``translated``, unchanged.
+
+    Raises:
+        ValueError: naming ``where``, if either is not Python, if their code differs, or
+            quoting the first comment or docstring left in English.
+    """
+    try:
+        same = ast.dump(_NoDocstrings().visit(ast.parse(english))) == \
+            ast.dump(_NoDocstrings().visit(ast.parse(translated)))
+        english_prose, translated_prose = set(prose(english)), prose(translated)
+    except SyntaxError as exc:
+        raise ValueError(f"{where}: not Python ({exc})") from exc
+    if not same:
+        raise ValueError(f"{where}: its code differs from the English one (a translation "
+                         "changes only comments and docstrings; code and strings stay)")
+    for text in translated_prose:
+        if text in english_prose and \
+                len(re.findall(r"[A-Za-z]{2,}", text)) >= UNTRANSLATED_WORDS:
+            first = text.strip().split("\n")[0]
+            raise ValueError(f"{where}: not translated: {first!r}")
+    return translated
+
+
 def _cells(path: Path) -> list[dict]:
     out = []
     for cell in jupytext.read(path, fmt="py:percent").cells:
@@ -179,8 +290,9 @@ def check_same_structure(english: Path, translated: Path) -> None:
     changed.
 
     Same: the cells' ids (grade ids), in order; their types; their metadata (nbgrader's,
-    points and tags included); the placeholders of each cell, in order; the whole text of
-    the setup cell; the code, strings and marker lines of every solution, visible-test and
+    points and tags included); the placeholders of each cell, in order; the code and strings
+    of the setup cell, every comment and docstring of it translated (``translated_code``);
+    the code, strings and marker lines of every solution, visible-test and
     graded cell, its comments and the docstring it starts with aside; the code of every
     other code cell with its comments, docstrings and the text of its strings aside (a
     printed label may be translated, not what is computed).
@@ -221,10 +333,7 @@ def check_same_structure(english: Path, translated: Path) -> None:
             continue
         tags = a["meta"].get("tags") or []
         if "setup" in tags:
-            if a["source"] != b["source"]:
-                raise ValueError(f"{where}: its text differs from {_shown(english)}'s (the "
-                                 "setup cell is the same in every language, comments "
-                                 "included)")
+            translated_code(a["source"], b["source"], f"{where} (the setup cell)")
             continue
         if a["nbgrader"].get("solution") or a["nbgrader"].get("grade") \
                 or "visible-test" in tags:

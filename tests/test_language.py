@@ -38,6 +38,7 @@ from authoring import build_notebooks, build_training_notebook, make_submissions
 from authoring.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
 from authoring.notebook_cells import KERNEL_CATALOGUE
 from authoring.notebook_language import (check_same_structure, code_shape, course_language,
+                                         translated_code,
                                          document_path, points_label, with_docstring)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,9 +59,9 @@ ENGLISH_FUNCTION_WORDS = frozenset((
     "does", "every", "from", "into", "its", "be", "has", "have", "must", "should", "than",
     "then", "each", "by", "on", "or", "at", "it", "if", "not", "for", "an", "args",
     "returns", "raises"))
-# nbgrader's own stub of a cleared solution (``ClearSolutions.code_stub``, its default), the
-# same in every language: not the kit's text.
-NBGRADER_STUB = "# YOUR CODE HERE"
+# The comment of the stub nbgrader writes in place of a solution region, by language
+# (``LanguageClearSolutions``; nbgrader's own in English).
+CODE_STUB = {"en": "# YOUR CODE HERE", "it": "# IL TUO CODICE QUI"}
 
 
 def nbgrader_of(cell) -> dict:
@@ -101,8 +102,7 @@ def handed_out(notebook) -> list:
 
 def code_prose(source: str) -> list[str]:
     """The comments and docstrings of a code cell as the release hands it out: the
-    solution and hidden-test regions (which the release replaces or removes) and
-    nbgrader's own stub line left out."""
+    solution and hidden-test regions (which the release replaces or removes) left out."""
     kept, inside = [], False
     for line in source.split("\n"):
         marker = line.strip()
@@ -110,7 +110,7 @@ def code_prose(source: str) -> list[str]:
             inside = True
         elif marker in ("### END SOLUTION", "### END HIDDEN TESTS"):
             inside = False
-        elif not inside and marker != NBGRADER_STUB:
+        elif not inside:
             kept.append(line)
     text = "\n".join(kept)
     out = [tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline)
@@ -130,11 +130,16 @@ def english_words(text: str) -> set[str]:
     return {word.lower() for word in words} & ENGLISH_FUNCTION_WORDS
 
 
-def english_in_code(notebook) -> dict[str, list[str]]:
+def every_code_cell(notebook) -> list:
+    """The code cells of ``notebook``: the setup, the gate, the given and lesson cells too."""
+    return [c for c in notebook.cells if c.cell_type == "code"]
+
+
+def english_in_code(notebook, cells=handed_out) -> dict[str, list[str]]:
     """``{cell id: [English function words]}`` of the comments and docstrings of the cells
-    ``handed_out`` of ``notebook``, for the cells that hold any."""
+    ``cells(notebook)`` (default: ``handed_out``), for the cells that hold any."""
     found = {c.id: sorted(set().union(*map(english_words, code_prose(c.source))))
-             for c in handed_out(notebook)}
+             for c in cells(notebook)}
     return {cell: words for cell, words in found.items() if words}
 
 
@@ -154,7 +159,10 @@ def test_the_italian_document_has_the_cells_of_the_english_one(assignment):
         if x.cell_type == "markdown":
             assert x.source != y.source, f"{meta['grade_id']} is not translated"
         elif "setup" in x.metadata.get("tags", []):
-            assert x.source == y.source, meta["grade_id"]
+            # the same code and strings, every comment and docstring translated
+            assert translated_code(x.source, y.source, "setup") == y.source
+            assert without_docstrings(x.source) == without_docstrings(y.source)
+            assert x.source != y.source, "the setup cell is not translated"
         elif meta.get("solution") or meta.get("grade") or "visible-test" in x.metadata.get(
                 "tags", []):
             # the same code and strings (the catalogue's keys); comments and docstring
@@ -184,7 +192,7 @@ def replace_once(text: str, old: str, new: str) -> str:
      "(softmax_visible_test): its code differs"),
     # a visible test's and a graded cell's code and strings are the same in every language
     # (a message's English is its key in the catalogue), and so are nbgrader's markers;
-    # the setup cell is the same text
+    # the setup cell's code and strings are the same, its docstrings translated
     ('"causal_mask(1) should be [[True]]: a token sees itself"',
      '"causal_mask(1) deve essere [[True]]: un token vede se stesso"',
      "(causal_mask_visible_test): its code differs"),
@@ -196,9 +204,14 @@ def replace_once(text: str, old: str, new: str) -> str:
      'assert problem is None, problem\n### INIZIO TEST NASCOSTI\nfrom grader_tests import grade\n'
      'grade("softmax", globals())',
      "(softmax_hidden_checks): its code differs"),
-    ('"""Setup: imports and the helpers used by the tests. Run this cell first."""',
-     '"""Setup: gli import e le funzioni dei test."""',
-     "cell 2 (setup): its text differs"),
+    ('"""Setup: gli import e gli aiuti usati dai test. Esegui per prima questa cella."""',
+     '"""Setup: imports and the helpers used by the tests. Run this cell first."""',
+     "cell 2 (setup) (the setup cell): not translated: 'Setup: imports and the helpers"),
+    ("    keep = size > floor\n", "    keep = size >= floor\n",
+     "cell 2 (setup) (the setup cell): its code differs"),
+    ('"this code took longer than {seconds} s: is there a loop that never ends?"',
+     '"questo codice ha impiegato più di {seconds} s"',
+     "cell 2 (setup) (the setup cell): its code differs"),
     # what a given cell computes
     ("n_draws, T = 400, 64", "n_draws, T = 40, 64", "(lesson_scaling): its code differs"),
     # a placeholder lost in the text
@@ -257,8 +270,9 @@ def test_the_italian_notebook_is_the_english_one_in_italian(built, assignment):
     assert [nbgrader_of(c) for c in english.cells] == [nbgrader_of(c) for c in italian.cells]
     assert sum(nbgrader_of(c).get("points", 0) for c in italian.cells) == 100
     for e, i in zip(english.cells, italian.cells):
-        if e.id == "gate":  # the same text, but for the digests of its language's cells
-            assert without_digests(e.source) == without_digests(i.source)
+        if e.id == "gate":  # the same code, but for the digests of its language's cells
+            assert without_docstrings(without_digests(e.source)) == \
+                without_docstrings(without_digests(i.source))
         elif e.cell_type == "code" and (nbgrader_of(e)["locked"] is False
                                         or nbgrader_of(e)["grade"]
                                         or "visible-test" in e.metadata.get("tags", [])):
@@ -315,6 +329,13 @@ def test_the_italian_stubs_and_tests_hold_no_english(built, assignment):
     assert english_in_code(italian) == {}
     cells = [c.id for c in handed_out(english)]
     assert len(cells) >= 20 and sorted(english_in_code(english)) == sorted(cells)
+    # every other code cell too: the setup (the Validate helpers), the gate, the given code
+    # of solutions/training.py, the lesson's cells
+    assert english_in_code(italian, every_code_cell) == {}
+    inserted = ["setup", "lesson_figures"] if assignment == "attention" else \
+        ["gate", "given_setup", "given_model", "given_adam_init", "given_generate_with_cache",
+         "given_training"]
+    assert set(inserted) <= set(english_in_code(english, every_code_cell))
     stubs = [c for c in handed_out(italian) if c.source.startswith("def ")]
     assert len(stubs) == (15 if assignment == "attention" else 7)
     for stub, original in zip(stubs, (c for c in handed_out(english)
@@ -466,10 +487,12 @@ def test_italian_release_has_no_english_sentence(italian_kit, assignment):
     assert not [s for s in english_sentences if flat(s) in text]
     assert "## 1. " in text and " punti)" in text and LESSON_LINK in text
     # the stubs, the visible tests and the graded cells as handed out
-    assert english_in_code(release) == {}
+    assert english_in_code(release, every_code_cell) == {}
     stubs = [c for c in release.cells if nbgrader_of(c).get("solution")
              and c.source.startswith("def ")]
-    assert stubs and all(NBGRADER_STUB in c.source and '"""' in c.source for c in stubs)
+    assert stubs and all(f"    {CODE_STUB['it']}\n    raise NotImplementedError()" in c.source
+                         and CODE_STUB["en"] not in c.source and '"""' in c.source
+                         for c in stubs)
 
 
 @pytest.mark.slow
@@ -599,8 +622,11 @@ def test_the_kernel_catalogue_holds_only_the_notebooks_messages_all_translated()
 
 def test_the_italian_gate_speaks_italian_beside_its_catalogue(tmp_path, monkeypatch):
     gate = build_training_notebook.build_notebook("it").cells[0].source
-    assert without_digests(gate) == without_digests(
-        build_training_notebook.build_notebook("en").cells[0].source)
+    english = build_training_notebook.build_notebook("en").cells[0].source
+    # the same code and messages (the catalogue's keys), its comments and docstrings Italian
+    assert without_docstrings(without_digests(gate)) == \
+        without_docstrings(without_digests(english))
+    assert gate.startswith('"""IL CANCELLO. Esegui per prima questa cella')
     (tmp_path / KERNEL_CATALOGUE).write_bytes(kernel_catalogue("it"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "nowhere" / "attention.ipynb"))
@@ -664,3 +690,125 @@ def test_an_italian_release_validates_in_italian(italian_kit, tmp_path):
     assert "i controlli visibili di scaled_dot_product_attention falliscono:\n" \
         "    AssertionError: con la maschera [[True, False]] i pesi sono [[0.25, 0]]: il peso\n" \
         "    mascherato è stato azzerato dopo la softmax" in done.stdout, done.stdout[-3000:]
+
+
+# --- The code the builders insert: the Validate helpers, the gate, the given code -------------
+
+ENGLISH_CODE = '''
+def f(x):
+    """Twice ``x``: the value every caller of this function expects."""
+    # double the value and return it to the caller
+    return 2 * x  # (B, T)
+'''
+ITALIAN_CODE = '''
+def f(x):
+    """Il doppio di ``x``: il valore che si aspetta chi chiama questa funzione."""
+    # raddoppia il valore e lo restituisce
+    return 2 * x  # (B, T)
+'''
+
+
+@pytest.mark.parametrize("old, new, said", [
+    ("return 2 * x", "return x * 2", "its code differs"),          # code
+    ("def f(x):", "def f(y):", "its code differs"),                 # a name
+    ("# raddoppia il valore e lo restituisce",
+     "# double the value and return it to the caller", "not translated: '# double the value"),
+    ('"""Il doppio di ``x``: il valore che si aspetta chi chiama questa funzione."""',
+     '"""Twice ``x``: the value every caller of this function expects."""',
+     "not translated: 'Twice ``x``"),
+    ("return 2 * x", "return 2 * x +", "not Python"),
+])
+def test_inserted_code_is_the_english_code_with_only_its_words_translated(old, new, said):
+    assert translated_code(ENGLISH_CODE, ITALIAN_CODE, "here") == ITALIAN_CODE
+    # a short comment (a shape, a linter's directive) may stay as it is
+    assert "# (B, T)" in ITALIAN_CODE
+    with pytest.raises(ValueError, match=re.escape(said)) as caught:
+        translated_code(ENGLISH_CODE, ITALIAN_CODE.replace(old, new), "notebooks/it/x.py")
+    assert str(caught.value).startswith("notebooks/it/x.py: ")
+    # a string is code too: a message's English text is its key in the catalogue
+    with pytest.raises(ValueError, match="its code differs"):
+        translated_code('print(tr("the gate is open"))', 'print(tr("il cancello è aperto"))',
+                        "here")
+
+
+@pytest.fixture
+def documents(tmp_path, monkeypatch):
+    """A copy of ``notebooks/`` that the builders read in its place."""
+    from authoring import notebook_cells
+
+    copy = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks", copy)
+    monkeypatch.setattr(notebook_cells, "DOCUMENTS", copy)
+    monkeypatch.setattr(build_training_notebook, "DOCUMENTS", copy)
+    return copy
+
+
+@pytest.mark.parametrize("document, old, new, said", [
+    ("validate_helpers.py",
+     '"""Stampa una riga per ogni parte valutata: test visibili superati, falliti, funzione\n'
+     '    ancora da scrivere, oppure non eseguiti dopo la cella di setup."""',
+     '"""Print one line per graded part: its visible checks passed, failed, still a stub, or\n'
+     '    not run since the setup cell."""', "validate_helpers.py: not translated"),
+    ("validate_helpers.py", "top not in GRADING_MODULES", "top in GRADING_MODULES",
+     "validate_helpers.py: its code differs"),
+    ("gate.py", "# l'ultima cella dice quanto tempo ha richiesto il notebook",
+     "# the last cell reports how long the notebook took", "gate.py: not translated"),
+    ("gate.py", "with time_limit(60):", "with time_limit(600):", "gate.py: its code differs"),
+    ("given.py", "    return np.concatenate([arrays[k].ravel() for k in keys])",
+     "    return np.concatenate([arrays[k].flatten() for k in keys])",
+     "given.py: flatten: its code differs"),
+    ("given.py", "# il token separatore", "# the separator token",
+     "given.py: SEP: not translated"),
+])
+def test_an_inserted_translation_out_of_step_stops_the_italian_build(documents, document, old,
+                                                                     new, said):
+    path = documents / "it" / document
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) >= 1, old
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    build_training_notebook.build_notebook("en")  # English reads none of them
+    with pytest.raises(ValueError, match=re.escape(said)):
+        build_training_notebook.build_notebook("it")
+
+
+@pytest.mark.parametrize("document", ["validate_helpers.py", "gate.py", "given.py"])
+def test_a_missing_inserted_translation_stops_the_italian_build(documents, document):
+    (documents / "it" / document).unlink()
+    with pytest.raises(FileNotFoundError, match=f"notebooks/it/{document}: no such document"):
+        build_training_notebook.build_notebook("it")
+
+
+@pytest.mark.parametrize("language, own, stub", [
+    ("it", None, "    # IL TUO CODICE QUI\n    raise NotImplementedError()"),
+    ("en", None, "    # YOUR CODE HERE\n    raise NotImplementedError()"),
+    # a course's own stub is kept, whatever its language
+    ("it", "# TODO\nraise NotImplementedError()", "    # TODO\n    raise NotImplementedError()"),
+])
+def test_the_release_stubs_speak_the_course_language(language, own, stub):
+    from traitlets.config import Config
+
+    from authoring.notebook_language import LanguageClearSolutions
+
+    config = Config()
+    config.AttentionKit.language = language
+    if own is not None:
+        config.ClearSolutions.code_stub = {"python": own}
+    cell = nbformat.v4.new_code_cell(
+        "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n",
+        metadata={"nbgrader": {"solution": True, "grade": False, "locked": False,
+                               "grade_id": "f", "schema_version": 3}})
+    notebook = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "display_name": "Python 3", "language": "python", "name": "python3"}})
+    cleared, _ = LanguageClearSolutions(config=config).preprocess(notebook, {})
+    assert cleared.cells[0].source == "def f(x):\n" + stub + "\n"
+
+
+def test_an_unknown_course_language_stops_the_release():
+    from traitlets.config import Config
+
+    from authoring.notebook_language import LanguageClearSolutions
+
+    config = Config()
+    config.AttentionKit.language = "fr"
+    with pytest.raises(ValueError, match="'fr'"):
+        LanguageClearSolutions(config=config).preprocess(nbformat.v4.new_notebook(), {})

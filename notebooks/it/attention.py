@@ -110,7 +110,7 @@
 # {{ points_table }}
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false} tags=["setup"]
-"""Setup: imports and the helpers used by the tests. Run this cell first."""
+"""Setup: gli import e gli aiuti usati dai test. Esegui per prima questa cella."""
 import contextlib
 import dis
 import gettext
@@ -129,10 +129,11 @@ import numpy as np
 
 @contextlib.contextmanager
 def time_limit(seconds):
-    """Raise TimeoutError if the code inside the ``with`` block runs longer than ``seconds``.
+    """Solleva TimeoutError se il codice dentro il blocco ``with`` dura più di ``seconds``
+    secondi.
 
-    Uses SIGALRM, so it acts in the main thread of a POSIX process (where a notebook kernel
-    runs your cells); anywhere else it does nothing.
+    Usa SIGALRM, quindi agisce nel thread principale di un processo POSIX (dove il kernel del
+    notebook esegue le tue celle); altrove non fa nulla.
     """
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         yield
@@ -153,8 +154,8 @@ def time_limit(seconds):
 
 
 def rel_error(analytic, numeric, floor=1e-6):
-    """Worst relative error ``|a - n| / max(|a|, |n|)`` over the coordinates where
-    ``max(|a|, |n|) > floor``; 0.0 if there is none, inf if ``analytic`` is not finite."""
+    """Il peggior errore relativo ``|a - n| / max(|a|, |n|)`` sulle coordinate in cui
+    ``max(|a|, |n|) > floor``; 0.0 se non ce n'è nessuna, inf se ``analytic`` non è finito."""
     a = np.asarray(analytic, dtype=np.float64)
     n = np.asarray(numeric, dtype=np.float64)
     if a.shape != n.shape:
@@ -172,9 +173,9 @@ def rel_error(analytic, numeric, floor=1e-6):
 
 
 def numerical_gradient(loss, x, eps=1e-6):
-    """Central differences ``(loss() at x + eps e_i - loss() at x - eps e_i) / (2 eps)`` for
-    every coordinate i of the float64 array ``x``, which ``loss()`` reads; ``x`` is changed
-    during the call and restored exactly."""
+    """Differenze centrali ``(loss() in x + eps e_i - loss() in x - eps e_i) / (2 eps)`` per
+    ogni coordinata i dell'array float64 ``x``, che ``loss()`` legge; ``x`` cambia durante la
+    chiamata e viene poi ripristinato esattamente."""
     grad = np.zeros(x.shape, dtype=np.float64)
     for i in np.ndindex(x.shape):
         old = x[i]
@@ -197,13 +198,13 @@ def numerical_gradient(loss, x, eps=1e-6):
 """La lezione, dal vivo: show(figure) disegna una figura matplotlib come immagine PNG sotto la cella."""
 import matplotlib
 
-matplotlib.use("Agg")  # drawn to PNG and displayed as an image: the same in JupyterLab, Validate and feedback
+matplotlib.use("Agg")  # disegnate in PNG e mostrate come immagini: uguali in JupyterLab, Validate e feedback
 import matplotlib.pyplot as plt
 from IPython.display import Image, display
 
 
 def show(figure):
-    """Display ``figure`` as a PNG image under the cell, then close it."""
+    """Mostra ``figure`` come immagine PNG sotto la cella, poi la chiude."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     plt.close(figure)
@@ -1746,5 +1747,5 @@ grade("exercise_decoder_budget", globals())
 #   emerso.
 
 # %% nbgrader={"grade": false, "grade_id": "visible_checks_summary", "locked": true, "schema_version": 3, "solution": false} tags=["summary"]
-"""Where you stand: the visible checks of every graded part, as they last ran."""
+"""A che punto sei: i test visibili di ogni parte valutata, come sono andati l'ultima volta."""
 visible_checks_summary()

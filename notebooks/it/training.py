@@ -29,7 +29,7 @@
 #
 # La cella qui sopra è **il cancello**. Ha caricato le funzioni di attenzione che hai scritto
 # nel compito `attention` e ha eseguito su di esse i controlli visibili di quel notebook; se ha
-# stampato *Gate open*, sono definite in questo notebook e il resto gira sul **tuo** codice. Se
+# stampato *Cancello aperto*, sono definite in questo notebook e il resto gira sul **tuo** codice. Se
 # si è fermata, ha elencato le funzioni da correggere: correggile nel notebook attention,
 # salva, ed esegui di nuovo il cancello. Ogni cella successiva che usa le tue funzioni comincia
 # con `require_gate()`, che si ferma con lo stesso elenco finché il cancello non passa (e anche
@@ -144,9 +144,10 @@ def rel_error(analytic, numeric, floor=1e-6):
 
 
 def numerical_gradient(loss, x, eps=1e-6, indices=None):
-    """Central differences (loss() at x + eps e_i - loss() at x - eps e_i) / (2 eps) for every
-    coordinate i of the float64 array x (or only those in ``indices``), which loss() reads;
-    x is changed during the call and restored exactly. Unchecked coordinates are NaN."""
+    """Differenze centrali (loss() in x + eps e_i - loss() in x - eps e_i) / (2 eps) per ogni
+    coordinata i dell'array float64 x (o solo per quelle in ``indices``), che loss() legge;
+    x cambia durante la chiamata e viene poi ripristinato esattamente. Le coordinate non
+    calcolate valgono NaN."""
     grad = np.full(x.shape, np.nan) if indices is not None else np.zeros(x.shape)
     for i in (np.ndindex(x.shape) if indices is None else indices):
         old = x[i]
