@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
 import re
@@ -36,7 +37,7 @@ import pytest
 
 from authoring import build_notebooks, build_training_notebook, make_submissions
 from authoring.i18n import KERNEL_KEYWORDS, KERNEL_SOURCES, extract, kernel_catalogue
-from authoring.notebook_cells import KERNEL_CATALOGUE
+from authoring.notebook_cells import KERNEL_CATALOGUE, translated_document, validate_helpers
 from authoring.notebook_language import (check_same_structure, code_shape, course_language,
                                          translated_code,
                                          document_path, points_label, with_docstring)
@@ -740,6 +741,7 @@ def documents(tmp_path, monkeypatch):
     shutil.copytree(ROOT / "notebooks", copy)
     monkeypatch.setattr(notebook_cells, "DOCUMENTS", copy)
     monkeypatch.setattr(build_training_notebook, "DOCUMENTS", copy)
+    assert inserted("given.py", "it") != inserted("given.py", "en")
     return copy
 
 
@@ -754,8 +756,8 @@ def documents(tmp_path, monkeypatch):
     ("gate.py", "# l'ultima cella dice quanto tempo ha richiesto il notebook",
      "# the last cell reports how long the notebook took", "gate.py: not translated"),
     ("gate.py", "with time_limit(60):", "with time_limit(600):", "gate.py: its code differs"),
-    ("given.py", "    return np.concatenate([arrays[k].ravel() for k in keys])",
-     "    return np.concatenate([arrays[k].flatten() for k in keys])",
+    ("given.py", "    return np.concatenate([arrays[k].ravel() for k in keys])\n",
+     "    return np.concatenate([arrays[k].flatten() for k in keys])\n",
      "given.py: flatten: its code differs"),
     ("given.py", "# il token separatore", "# the separator token",
      "given.py: SEP: not translated"),
@@ -766,16 +768,32 @@ def test_an_inserted_translation_out_of_step_stops_the_italian_build(documents, 
     text = path.read_text(encoding="utf-8")
     assert text.count(old) >= 1, old
     path.write_text(text.replace(old, new), encoding="utf-8")
-    build_training_notebook.build_notebook("en")  # English reads none of them
-    with pytest.raises(ValueError, match=re.escape(said)):
-        build_training_notebook.build_notebook("it")
+    for language in ("en", "it"):  # English reads none of them
+        with contextlib.ExitStack() as stack:
+            if language == "it":
+                stack.enter_context(pytest.raises(ValueError, match=re.escape(said)))
+            inserted(document, language)
+
+
+def inserted(document: str, language: str) -> str:
+    """What the builders insert from ``document`` in ``language`` (the gate's fingerprints
+    left out: they need the attention notebook built)."""
+    if document == "validate_helpers.py":
+        return validate_helpers(["softmax"], ["numpy"], language)
+    if document == "gate.py":
+        return translated_document("gate.py", language)
+    return build_training_notebook.given("flatten", "init_params", language=language) + \
+        build_training_notebook.constants(["SEP", "EVAL_SEED"], language)
 
 
 @pytest.mark.parametrize("document", ["validate_helpers.py", "gate.py", "given.py"])
 def test_a_missing_inserted_translation_stops_the_italian_build(documents, document):
     (documents / "it" / document).unlink()
     with pytest.raises(FileNotFoundError, match=f"notebooks/it/{document}: no such document"):
-        build_training_notebook.build_notebook("it")
+        inserted(document, "it")
+    if document == "given.py":  # the whole build stops (its first use: the constants)
+        with pytest.raises(FileNotFoundError, match="notebooks/it/given.py: no such document"):
+            build_training_notebook.build_notebook("it")
 
 
 @pytest.mark.parametrize("language, own, stub", [
