@@ -25,8 +25,8 @@ from traitlets import Float
 from authoring.notebook_language import LanguageClearSolutions
 from grader_tests.autograde import (FlagForReview, JailedExecute, JoinDuplicateCells,
                                    NoteChosenNotebook, TrustedGrades)
-from grader_tests.feedback import (FeedbackPreprocessor, SanitizeStudentMarkdown,
-                                   finish_feedback_pages)
+from grader_tests.feedback import (FeedbackLabels, FeedbackPreprocessor,
+                                   SanitizeStudentMarkdown, finish_feedback_pages)
 from grader_tests.notebook_choice import stage_chosen_notebook
 
 c = get_config()  # noqa: F821  (injected by traitlets when nbgrader loads this file)
@@ -268,7 +268,7 @@ class DropHiddenTestMarkers(FeedbackPreprocessor):
 
 
 c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, DropHiddenTestMarkers,
-                                    SanitizeStudentMarkdown]
+                                    SanitizeStudentMarkdown, FeedbackLabels]
 # The feedback page is nbgrader's, finished by grader_tests/feedback.py: its summary names
 # each part by its function instead of "Test cell", and the graders' report lines wrap
 # inside the page.

@@ -30,6 +30,8 @@ from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import List
 
+from .i18n import DEFAULT_LANGUAGE, N_, _, check_language, use_language
+
 MARK = "attention-kit-feedback"  # a page carrying it was finished already
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
          "div.output_area pre, div.output_subarea pre, div.output_text pre,\n"
@@ -422,6 +424,32 @@ class FeedbackPreprocessor(NbGraderPreprocessor):
 
     display_data_priority = List(['text/html', 'application/pdf', 'text/latex', 'image/svg+xml',
                                   'image/png', 'image/jpeg', 'text/plain']).tag(config=True)
+
+
+# The words of nbgrader's feedback template, marked for the catalogue; the kit's template
+# (templates/feedback/offline.html.j2) shows each in the course's language. "No response."
+# is the comment nbgrader's autograde gives a solution left as released.
+TEMPLATE_LABELS = (N_("Score"), N_("Top"), N_("Coding free-response"), N_("Written response"),
+                   N_("Task"), N_("Comment"), N_("Comments:"), N_("Late submission penalty"),
+                   N_("Student's answer"), N_("Student's task"), N_("Grade cell:"),
+                   N_("No response."))
+
+
+class FeedbackLabels(FeedbackPreprocessor):
+    """Feedback only: the labels of the page (``TEMPLATE_LABELS``) in the course's language
+    (``c.AttentionKit.language``), as ``resources["attention_kit_labels"]``, the English
+    label -> its text, which the kit's feedback template shows in place of nbgrader's
+    English words.
+
+    Raises:
+        ValueError: for a course language that is not one of the kit's.
+    """
+
+    def preprocess(self, nb, resources):
+        language = self.config.get("AttentionKit", {}).get("language") or DEFAULT_LANGUAGE
+        with use_language(check_language(language)):
+            resources["attention_kit_labels"] = {label: _(label) for label in TEMPLATE_LABELS}
+        return nb, resources
 
 
 class SanitizeStudentMarkdown(FeedbackPreprocessor):

@@ -173,6 +173,9 @@ def test_feedback_writes_its_formulas_as_mathml_and_loads_no_script(demo):
     assert re.findall(r'<script[^>]* src="([^"]+)"', page) == []
     assert "MathJax" not in page
     assert page.count("<math ") > 100 and "<mfrac>" in page
+    # nbgrader's labels, in the kit's template, in the course's language (English here)
+    assert "attention (Score: 100.0 / 100.0)" in page and "Grade cell: <code>" in page
+    assert "Student's answer" in page and "(Top)" in page and "Punteggio" not in page
 
 
 def test_batch_agrees_with_nbgrader_autograde_student_by_student(demo):

@@ -295,6 +295,11 @@ def test_nbgrader_grades_an_italian_course_like_an_english_one(tmp_path):
     assert sorted(f for f in _english_fragments() if f in text) == []
     page = (course / "feedback" / student / "attention" / "attention.html").read_text()
     assert "maschera applicata dopo la softmax" in page and "Re-read trap" not in page
+    # the page's own labels, nbgrader's words in its template, are Italian too
+    assert "attention (Punteggio: " in page and "Cella valutata: <code>" in page
+    assert "Risposta dello studente" in page and "(Inizio)" in page
+    assert not [w for w in ("Score:", "Grade cell", "Student's answer", "Student&#39;s answer",
+                            "(Top)", "Comments:") if w in page]
 
 
 def test_a_message_marked_inside_an_fstring_is_reported(tmp_path, monkeypatch):
