@@ -18,6 +18,13 @@ day the kit closes it, so that the mark is then removed).
   page): a student who writes those words in a markdown cell or a comment gets a page
   with no CSP (nor the kit's style sheet and part names); the relative image a student's
   markdown may keep (``![p](pixel.png)``) is then fetched whenever the page is served.
+* Functions that compute nothing earn points: ``attention_forward`` returning zeros passes
+  "the output at t does not depend on later tokens", "permutation equivariance", the
+  dtype and the no-mutation checks (3.5 of 7 points); ``layer_norm_forward`` returning
+  zeros 2.4 of 6, ``np.ones`` masks 2 of 3 (and 2 of 4), ``block_param_count`` returning
+  0 one point, all zeros ``sinusoidal_positions`` 1.25 of 5: 14.15 points, unflagged, for
+  a file of constants (the lookup probes flag a constant only where the graders' inputs
+  give it one right answer).
 * The late penalty rests on ``timestamp.txt``, a file of the student's own submission
   folder in the exchange's ``inbound/``: a student who submits after the due date and
   then rewrites that file (the folder is theirs) is collected, and graded, as on time.
@@ -232,3 +239,59 @@ def test_a_student_cannot_backdate_a_late_submission_in_the_inbound(tmp_path):
     assert collected_as > parse_utc(due).replace(tzinfo=timezone.utc), (
         f"submitted at {submitted_at:%Y-%m-%d %H:%M} UTC, after the due date {due}; "
         f"collected as submitted at {kept}: no late penalty")
+
+
+# --- 4. constants that pass the property checks ---------------------------------------------
+
+CONSTANTS = textwrap.dedent('''
+    import numpy as np
+
+
+    def causal_mask(T):
+        return np.ones((T, T), bool)
+
+
+    def padding_mask(lengths, T):
+        return np.ones((len(lengths), T), bool)
+
+
+    def combine_masks(causal, padding):
+        return np.ones((padding.shape[0],) + causal.shape, bool)
+
+
+    def sinusoidal_positions(T, d):
+        return np.zeros((T, d))
+
+
+    def layer_norm_forward(x, gamma, beta, eps=1e-5):
+        return np.zeros_like(x), {}
+
+
+    def attention_forward(x, params, n_heads, causal=True, scale=True):
+        return np.zeros_like(x), {}
+
+
+    def block_param_count(d, d_ff=None):
+        return 0
+''')
+
+
+@pytest.mark.slow  # grades seven functions in the jail
+@needs_jail
+@pytest.mark.xfail(strict=True, reason="functions returning constants (zeros, all-True masks) "
+                                       "earn 14.15 points, unflagged, from checks of "
+                                       "properties a constant has")
+def test_functions_that_ignore_their_inputs_earn_nothing(tmp_path):
+    from grader_tests.sandbox import grade_isolated
+
+    path = tmp_path / "constants.py"
+    path.write_text(CONSTANTS, encoding="utf-8")
+    names = ["causal_mask", "padding_mask", "combine_masks", "sinusoidal_positions",
+             "layer_norm_forward", "attention_forward", "block_param_count"]
+    results, cell_errors, flags = grade_isolated(str(path), names=names)
+    assert cell_errors == []
+    earned = {name: results[name].score for name in names if results[name].score > 0}
+    # The attack: {'causal_mask': 2.0, 'padding_mask': 2.0, 'combine_masks': 2.0,
+    # 'sinusoidal_positions': 1.25, 'layer_norm_forward': 2.4, 'attention_forward': 3.5,
+    # 'block_param_count': 1.0}, no flag.
+    assert flags or not earned, earned
