@@ -38,7 +38,6 @@ import subprocess
 import sys
 import textwrap
 from datetime import datetime, timezone
-from pathlib import Path
 
 import nbformat
 import pytest
