@@ -25,6 +25,12 @@ day the kit closes it, so that the mark is then removed).
   0 one point, all zeros ``sinusoidal_positions`` 1.25 of 5: 14.15 points, unflagged, for
   a file of constants (the lookup probes flag a constant only where the graders' inputs
   give it one right answer).
+* A classmate squats an unlocked student's exchange course: the unlock releases
+  `training` to ``<exchange>/<course>-training-<student>``, a name anyone can compute, in
+  an exchange root every user may write (nbgrader makes it 0777). A folder of that name
+  made beforehand by another user makes nbgrader's release fail ("You don't own the
+  directory"), so the student stays locked out of the exchange release on every run, until
+  the instructor finds and removes the folder.
 * The late penalty rests on ``timestamp.txt``, a file of the student's own submission
   folder in the exchange's ``inbound/``: a student who submits after the due date and
   then rewrites that file (the folder is theirs) is collected, and graded, as on time.
@@ -32,6 +38,7 @@ day the kit closes it, so that the mark is then removed).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -294,3 +301,38 @@ def test_functions_that_ignore_their_inputs_earn_nothing(tmp_path):
     # 'sinusoidal_positions': 1.25, 'layer_norm_forward': 2.4, 'attention_forward': 3.5,
     # 'block_param_count': 1.0}, no flag.
     assert flags or not earned, earned
+
+
+# --- 5. a classmate's folder in place of a student's exchange course ------------------------
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs root to make a folder owned by another user (the classmate)")
+@pytest.mark.xfail(strict=True, reason="a folder another user made at the student's exchange "
+                                       "course name blocks the student's release on every run")
+def test_a_classmate_cannot_keep_a_student_from_their_training_release(tmp_path, gradebooks):
+    import pwd
+    import warnings
+
+    from grader_tests import unlock
+    from tests.helpers import release_folder, set_scores
+
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    os.chmod(exchange, 0o777)  # as nbgrader keeps an exchange root
+    squat = exchange / unlock.exchange_course("course", "ada")  # the classmate's mkdir
+    squat.mkdir()
+    classmate = pwd.getpwnam("nobody")  # any other user of the machine
+    os.chown(squat, classmate.pw_uid, classmate.pw_gid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40)})
+        for _run in range(2):  # and it stays so on the next run
+            newly, _already, locked = unlock.unlock(gb, release, unlocked,
+                                                    unlock.parse_threshold("full"),
+                                                    exchange=exchange, course_id="course")
+        gb.close()
+    # The attack: ada, at full marks, is locked: "... the release to the exchange failed:
+    # You don't own the directory: .../course-training-ada".
+    assert [v["student"] for v in locked] == [], [v["reason"] for v in locked]
