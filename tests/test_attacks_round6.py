@@ -31,6 +31,14 @@ day the kit closes it, so that the mark is then removed).
   made beforehand by another user makes nbgrader's release fail ("You don't own the
   directory"), so the student stays locked out of the exchange release on every run, until
   the instructor finds and removes the folder.
+* The same name as a symbolic link: a locked student links
+  ``<exchange>/<course>-training-<classmate>`` to the class's own exchange course
+  (``<exchange>/<course>``, the instructor's). When that classmate is unlocked, nbgrader's
+  release follows the link (the target is the instructor's, so its owner check passes)
+  and writes ``training`` into the class's course: ``nbgrader fetch_assignment training
+  --course <course>`` then hands it to every student, locked or not (and the link can
+  point anywhere the instructor may write: a course folder gets an ``outbound/`` and a
+  world-writable ``inbound/``).
 * The late penalty rests on ``timestamp.txt``, a file of the student's own submission
   folder in the exchange's ``inbound/``: a student who submits after the due date and
   then rewrites that file (the folder is theirs) is collected, and graded, as on time.
@@ -336,3 +344,29 @@ def test_a_classmate_cannot_keep_a_student_from_their_training_release(tmp_path,
     # The attack: ada, at full marks, is locked: "... the release to the exchange failed:
     # You don't own the directory: .../course-training-ada".
     assert [v["student"] for v in locked] == [], [v["reason"] for v in locked]
+
+
+@pytest.mark.xfail(strict=True, reason="the unlock releases training through a link another "
+                                       "user put at the student's exchange course name")
+def test_a_link_at_a_students_exchange_course_does_not_release_training_to_the_class(
+        tmp_path, gradebooks):
+    import warnings
+
+    from grader_tests import unlock
+    from tests.helpers import release_folder, set_scores
+
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    exchange = tmp_path / "exchange"
+    (exchange / "course" / "outbound" / "attention").mkdir(parents=True)  # the class's course
+    os.chmod(exchange, 0o777)
+    # mallory, locked, links ada's future course (a name anyone computes) to the class's
+    (exchange / unlock.exchange_course("course", "ada")).symlink_to(exchange / "course")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "mallory": (10, 0)})
+        unlock.unlock(gb, release, unlocked, unlock.parse_threshold("full"),
+                      exchange=exchange, course_id="course")
+        gb.close()
+    # The attack: training is now an assignment of the class's own course, for everyone.
+    assert not (exchange / "course" / "outbound" / "training").exists()
