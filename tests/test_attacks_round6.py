@@ -1,5 +1,6 @@
-"""Round 6 of attacks by a student: the backward passes, the feedback page's
-Content-Security-Policy and the submission time kept from the exchange.
+"""Round 6 of attacks by a student: the backward passes, checks a constant passes, the
+feedback page's Content-Security-Policy, the training unlock's exchange courses and the
+submission time kept from the exchange.
 
 Each test asserts the secure behaviour and is marked ``xfail(strict=True)``: at the time of
 writing each one FAILS, showing the attack works (a strict xfail turns into a failure the
@@ -26,7 +27,7 @@ day the kit closes it, so that the mark is then removed).
   a file of constants (the lookup probes flag a constant only where the graders' inputs
   give it one right answer).
 * A classmate squats an unlocked student's exchange course: the unlock releases
-  `training` to ``<exchange>/<course>-training-<student>``, a name anyone can compute, in
+  ``training`` to ``<exchange>/<course>-training-<student>``, a name anyone can compute, in
   an exchange root every user may write (nbgrader makes it 0777). A folder of that name
   made beforehand by another user makes nbgrader's release fail ("You don't own the
   directory"), so the student stays locked out of the exchange release on every run, until
