@@ -32,7 +32,7 @@ from traitlets import List
 
 from .i18n import DEFAULT_LANGUAGE, N_, _, check_language, use_language
 
-MARK = "attention-kit-feedback"  # a page carrying it was finished already
+MARK = "attention-kit-feedback"  # the id of the style sheet finish_page adds
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
          "div.output_area pre, div.output_subarea pre, div.output_text pre,\n"
          "div.input_area pre {\n"
@@ -63,12 +63,16 @@ def finish_page(text: str) -> str:
     Returns:
         The page with named summary links, the wrapping style sheet and, first in its
         head, the Content-Security-Policy ``CSP`` (the page loads nothing from elsewhere).
+        A page is finished already when its head opens with that policy.
     """
-    if MARK in text:
+    head = _HEAD.search(text)
+    if head and text[head.end():].startswith("\n" + CSP_META):
+        # finished already: the policy opens the head, where nothing of a student's is (a
+        # mere MARK could be a student's words, which the page shows in its body)
         return text
     text = _TEST_CELL.sub(lambda m: f'<a href="#{m.group(1)}"><code>'
                                     f'{html.escape(part_name(m.group(1)))}</code></a>', text)
-    head = _HEAD.search(text)
+    head = _HEAD.search(text)  # the same place: the summary's links come after the head
     text = text[:head.end()] + "\n" + CSP_META + text[head.end():] if head else CSP_META + text
     at = text.find("</head>")
     return text[:at] + STYLE + text[at:] if at >= 0 else STYLE + text

@@ -179,8 +179,6 @@ def test_a_backward_nobody_derived_does_not_earn_the_backward_points(tmp_path):
 
 # --- 2. the mark of a finished feedback page, written by the student ------------------------
 
-@pytest.mark.xfail(strict=True, reason="finish_page skips a page that merely contains "
-                                       "feedback.MARK")
 def test_a_page_holding_the_kits_mark_as_student_text_still_gets_its_policy():
     """``finish_page`` takes any page containing ``feedback.MARK`` for one it finished."""
     from grader_tests.feedback import CSP_META, MARK, finish_page
@@ -193,8 +191,6 @@ def test_a_page_holding_the_kits_mark_as_student_text_still_gets_its_policy():
 
 @pytest.mark.slow  # runs nbgrader generate_assignment, autograde, generate_feedback
 @needs_jail
-@pytest.mark.xfail(strict=True, reason="a student's text 'attention-kit-feedback' removes the "
-                                       "feedback page's Content-Security-Policy")
 def test_a_students_words_cannot_remove_the_feedback_pages_policy(tmp_path):
     from grader_tests.feedback import CSP_META, MARK
 
