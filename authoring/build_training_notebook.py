@@ -174,7 +174,7 @@ def _constants_of(text: str, wanted: Sequence[str]) -> dict[str, str]:
     lines = text.split("\n")
     out = {}
     for node in tree.body:
-        names = [getattr(t, "id", None) for t in node.targets] \
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)] \
             if isinstance(node, ast.Assign) else []
         if any(n in wanted for n in names):
             start = node.lineno - 1

@@ -226,10 +226,12 @@ def prose(source: str) -> list[str]:
     """
     comments = [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
                 if tok.type == tokenize.COMMENT]
-    docstrings = [ast.get_docstring(node, clean=False) for node in ast.walk(ast.parse(source))
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                       ast.AsyncFunctionDef))
-                  and ast.get_docstring(node, clean=False) is not None]
+    docstrings: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            text = ast.get_docstring(node, clean=False)
+            if text is not None:
+                docstrings.append(text)
     return comments + docstrings
 
 
