@@ -754,9 +754,11 @@ def documents(tmp_path, monkeypatch):
 @pytest.mark.parametrize("document, old, new, said", [
     ("validate_helpers.py",
      '"""Stampa una riga per ogni parte valutata: test visibili superati, falliti, funzione\n'
-     '    ancora da scrivere, oppure non eseguiti dopo la cella di setup."""',
-     '"""Print one line per graded part: its visible checks passed, failed, still a stub, or\n'
-     '    not run since the setup cell."""', "validate_helpers.py: not translated"),
+     '    ancora da scrivere, esercizio ancora senza risposta, oppure non eseguiti dopo la cella\n'
+     '    di setup."""',
+     '"""Print one line per graded part: its visible checks passed, failed, still a stub, an\n'
+     '    exercise not answered yet, or not run since the setup cell."""',
+     "validate_helpers.py: not translated"),
     ("validate_helpers.py", "top not in GRADING_MODULES", "top in GRADING_MODULES",
      "validate_helpers.py: its code differs"),
     ("gate.py", "# l'ultima cella dice quanto tempo ha richiesto il notebook",
