@@ -73,13 +73,19 @@ def returned(value, name, *parts):
 def uses_checked(name, user):
     """Raise AssertionError unless the visible checks of ``name``, another graded function
     that the visible checks of ``user`` call, have run and passed: a difference found
-    through ``name`` could otherwise be its fault rather than ``user``'s."""
+    through ``name`` could otherwise be its fault rather than ``user``'s. While ``name`` is
+    still the stub, raise NotImplementedError instead, as its own checks did."""
     __tracebackhide__ = True
     if name not in VISIBLE_CHECKS:
         raise AssertionError(tr(
             "these checks of {user} use your {name}, whose own visible checks have not run: "
             "run the visible-test cell of {name} first, then this cell again.",
             user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), NotImplementedError):
+        raise NotImplementedError(tr(
+            "these checks of {user} use your {name}, which is still the stub: write {name} "
+            "first, then run this cell again.", user=user, name=name))
     if VISIBLE_CHECKS[name] is not None:
         raise AssertionError(tr(
             "these checks of {user} use your {name}, whose own visible checks fail: fix "

@@ -273,3 +273,26 @@ def test_the_italian_documents_quote_no_english_output():
         assert "`... controlli visibili superati`" in text
     assert "`<name>: controlli visibili superati`" in \
         (ROOT / "notebooks" / "it" / "attention.py").read_text(encoding="utf-8")
+
+
+def test_a_test_that_waits_for_a_stub_counts_as_a_stub_not_a_failure():
+    """layer_norm_backward's checks need layer_norm_forward's cache: while the forward is
+    still the stub, the backward's checks stop as a stub would (the summary lists it among
+    the stubs), with a message naming the function to write first."""
+    namespace = attention_namespace()
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+
+    namespace["layer_norm_forward"] = stub
+    with pytest.raises(NotImplementedError):
+        exec(ATTENTION["layer_norm_forward_visible_test"], namespace)
+    with pytest.raises(NotImplementedError, match="^these checks of layer_norm_backward use "
+                                                   "your layer_norm_forward, which is still the "
+                                                   "stub: write layer_norm_forward first"):
+        exec(ATTENTION["layer_norm_backward_visible_test"], namespace)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        namespace["visible_checks_summary"]()
+    assert "still stubs (2): layer_norm_forward, layer_norm_backward\n" in printed.getvalue()
+    assert "fail (0): -\n" in printed.getvalue()

@@ -75,13 +75,19 @@ def returned(value, name, *parts):
 def uses_checked(name, user):
     """Solleva AssertionError se i test visibili di ``name``, un'altra funzione valutata che
     i test visibili di ``user`` chiamano, non sono stati eseguiti o non sono passati: una
-    differenza trovata attraverso ``name`` potrebbe altrimenti essere colpa sua e non di ``user``."""
+    differenza trovata attraverso ``name`` potrebbe altrimenti essere colpa sua e non di ``user``.
+    Finché ``name`` è ancora lo stub, solleva invece NotImplementedError, come i suoi test."""
     __tracebackhide__ = True
     if name not in VISIBLE_CHECKS:
         raise AssertionError(tr(
             "these checks of {user} use your {name}, whose own visible checks have not run: "
             "run the visible-test cell of {name} first, then this cell again.",
             user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), NotImplementedError):
+        raise NotImplementedError(tr(
+            "these checks of {user} use your {name}, which is still the stub: write {name} "
+            "first, then run this cell again.", user=user, name=name))
     if VISIBLE_CHECKS[name] is not None:
         raise AssertionError(tr(
             "these checks of {user} use your {name}, whose own visible checks fail: fix "
