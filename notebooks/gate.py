@@ -199,6 +199,7 @@ def require_gate():
                             names=", ".join(changed)))
 
 
-print(_gate.report)
+# Closed, the report is the exception's message, shown once (not printed as well).
 if not _gate.open:
     raise GateClosed(_gate.report)
+print(_gate.report)

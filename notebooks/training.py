@@ -192,7 +192,8 @@ def numerical_gradient(loss, x, eps=1e-6, indices=None):
 """Visible checks of make_batch: shapes and dtypes, the shift by one, SEP, copy and sort, the loss mask."""
 require_gate()
 with visible_checks("make_batch", 10):
-    inputs, targets, loss_mask = make_batch("sort", 3, 4, np.random.default_rng(0))
+    inputs, targets, loss_mask = returned(make_batch("sort", 3, 4, np.random.default_rng(0)),
+                                          "make_batch", "inputs", "targets", "loss_mask")
     for label, arr in (("inputs", inputs), ("targets", targets), ("loss_mask", loss_mask)):
         assert np.shape(arr) == (4, 6), (
             tr("make_batch('sort', L=3, batch_size=4, rng): {label} must have shape (B, 2L) = (4, 6), "
@@ -215,10 +216,12 @@ with visible_checks("make_batch", 10):
         tr("the loss counts exactly the L predictions of a1 .. aL, input positions L .. 2L-1: each "
             "row of loss_mask must be [F, F, F, T, T, T], got {loss_mask}",
             loss_mask=loss_mask[0].astype(int)))
-    inputs, targets, _ = make_batch("copy", 5, 2, np.random.default_rng(1))
+    inputs, targets, _ = returned(make_batch("copy", 5, 2, np.random.default_rng(1)),
+                                  "make_batch", "inputs", "targets", "loss_mask")
     assert np.array_equal(targets[:, 5:], inputs[:, :5]), (
         tr("for copy the answer repeats the source: inputs[0] = {inputs}, targets[0] = {targets}", inputs=inputs[0], targets=targets[0]))
-    again, _, _ = make_batch("copy", 5, 2, np.random.default_rng(1))
+    again, _, _ = returned(make_batch("copy", 5, 2, np.random.default_rng(1)),
+                           "make_batch", "inputs", "targets", "loss_mask")
     assert np.array_equal(again, inputs), tr("the same seed must give the same batch: draw only from the rng argument")
 print(tr("make_batch: visible checks passed; a sort sequence with L = 3:"), sequence[0])
 
@@ -347,7 +350,8 @@ with visible_checks("masked_cross_entropy", 10):
     logits = np.zeros((1, 2, 4))                     # every position: uniform over V = 4 tokens
     targets = np.array([[1, 3]])
     mask = np.array([[False, True]])
-    loss, dlogits = masked_cross_entropy(logits, targets, mask)
+    loss, dlogits = returned(masked_cross_entropy(logits, targets, mask),
+                             "masked_cross_entropy", "loss", "dlogits")
     assert np.isclose(loss, math.log(4)), (
         tr("uniform logits over 4 tokens give -log(1/4) = log 4 = 1.3863 at the one counted "
             "position; got {loss}",
@@ -363,15 +367,18 @@ with visible_checks("masked_cross_entropy", 10):
     logits = rng.standard_normal((2, 3, 5))
     targets = rng.integers(0, 5, size=(2, 3))
     mask = np.array([[True, False, True], [False, True, True]])
-    loss, dlogits = masked_cross_entropy(logits, targets, mask)
+    loss, dlogits = returned(masked_cross_entropy(logits, targets, mask),
+                             "masked_cross_entropy", "loss", "dlogits")
     numeric = numerical_gradient(lambda: masked_cross_entropy(logits, targets, mask)[0], logits)
     error = rel_error(dlogits, numeric)
     assert error < 1e-6, tr("dlogits disagrees with central differences of your loss: relative error {error:.2e} "
         "(threshold 1e-6)",
         error=error)
-    _, dlogits32 = masked_cross_entropy(logits.astype(np.float32), targets, mask)
+    _, dlogits32 = returned(masked_cross_entropy(logits.astype(np.float32), targets, mask),
+                            "masked_cross_entropy", "loss", "dlogits")
     assert dlogits32.dtype == np.float32, tr("float32 logits must give float32 dlogits, got {dtype}", dtype=dlogits32.dtype)
-    loss, _ = masked_cross_entropy(logits * 1e4, targets, mask)
+    loss, _ = returned(masked_cross_entropy(logits * 1e4, targets, mask),
+                       "masked_cross_entropy", "loss", "dlogits")
     assert math.isfinite(loss), tr("logits of size 1e4 must not overflow: subtract the row maximum first")
 print(tr("{name}: visible checks passed", name='masked_cross_entropy'))
 
@@ -428,7 +435,8 @@ with visible_checks("block_backward", 120):
         x = rng.standard_normal((2, 5, 16))
         dy = rng.standard_normal(x.shape)                                 # a random upstream gradient
         _, cache = block_forward(x, params, config.n_heads, ops, pre_ln=pre_ln)
-        dx, grads = block_backward(dy, cache, ops)
+        dx, grads = returned(block_backward(dy, cache, ops),
+                             "block_backward", "dx", "grads")
         placement = "pre-LN" if pre_ln else "post-LN"
         assert isinstance(grads, dict) and all(k in grads for k in BLOCK_KEYS), (
             tr("{placement}: grads must be a dict with one entry per parameter: {BLOCK_KEYS}", placement=placement, BLOCK_KEYS=', '.join(BLOCK_KEYS)))
@@ -566,7 +574,8 @@ require_gate()
 require_gate()
 with visible_checks("adam_step", 10):
     params, state = {"w": np.array([1.0])}, adam_init({"w": np.array([1.0])})
-    params1, state1 = adam_step(params, {"w": np.array([0.5])}, state, lr=0.1)
+    params1, state1 = returned(adam_step(params, {"w": np.array([0.5])}, state, lr=0.1),
+                               "adam_step", "params", "state")
     # t = 1: m = 0.05, v = 0.00025, m_hat = 0.5, v_hat = 0.25: w = 1 - 0.1 * 0.5 / (0.5 + 1e-8), about 0.9
     w1 = 1 - 0.1 * 0.5 / (0.5 + 1e-8)
     assert np.allclose(params1["w"], [w1], rtol=0, atol=1e-12), (
@@ -579,7 +588,8 @@ with visible_checks("adam_step", 10):
             "{state1}",
             state1=state1))
     assert params["w"][0] == 1.0 and state["t"] == 0, tr("adam_step must not modify its arguments")
-    params2, state2 = adam_step(params1, {"w": np.array([-0.5])}, state1, lr=0.1)
+    params2, state2 = returned(adam_step(params1, {"w": np.array([-0.5])}, state1, lr=0.1),
+                               "adam_step", "params", "state")
     # t = 2: m = 0.9 * 0.05 - 0.05 = -0.005, v = 0.999 * 0.00025 + 0.001 * 0.25 = 0.00049975,
     # m_hat = -0.005 / 0.19, v_hat = 0.00049975 / 0.001999: w = w1 + 0.1 * (0.005 / 0.19) / sqrt(0.00049975 / 0.001999)
     expected = w1 + 0.1 * (0.005 / 0.19) / (math.sqrt(0.00049975 / 0.001999) + 1e-8)
@@ -632,15 +642,18 @@ require_gate()
 """Visible checks of greedy_generate: shapes, prompts left untouched, and the same tokens as the given KV-cache decoder."""
 require_gate()
 with visible_checks("greedy_generate", 60):
+    uses_checked("make_batch", "greedy_generate")
     ops = current_ops()
     for pre_ln in (True, False):
         config = ModelConfig(max_len=13, pre_ln=pre_ln)
         params = init_params(config, np.random.default_rng(2))
         params["W_out"] = params["W_out"] * 4.0                   # sharper logits for an untrained model
-        prompts, _, _ = make_batch("copy", 6, 5, np.random.default_rng(3))
+        prompts, _, _ = returned(make_batch("copy", 6, 5, np.random.default_rng(3)),
+                                 "make_batch", "inputs", "targets", "loss_mask")
         prompts = prompts[:, :7]                                   # [s1 .. s6, SEP]
         before = prompts.copy()
-        tokens, logits = greedy_generate(params, prompts, 6, config, ops)
+        tokens, logits = returned(greedy_generate(params, prompts, 6, config, ops),
+                                  "greedy_generate", "tokens", "logits")
         assert np.shape(tokens) == (5, 6) and np.shape(logits) == (5, 6, VOCAB_SIZE), (
             tr("5 prompts, 6 new tokens: tokens must be (5, 6) and logits (5, 6, {VOCAB_SIZE}); got "
                 "{shape} and {shape2}",
@@ -771,7 +784,8 @@ else:
 """Visible checks of answer_accuracy: a worked example."""
 require_gate()
 with visible_checks("answer_accuracy", 10):
-    token_acc, seq_acc = answer_accuracy(np.array([[1, 2, 3], [1, 2, 4]]), np.array([[1, 2, 3], [1, 2, 3]]))
+    token_acc, seq_acc = returned(answer_accuracy(np.array([[1, 2, 3], [1, 2, 4]]), np.array([[1, 2, 3], [1, 2, 3]])),
+                                  "answer_accuracy", "token_acc", "seq_acc")
     assert np.isclose(token_acc, 5 / 6) and np.isclose(seq_acc, 0.5), (
         tr("5 of the 6 tokens are right and 1 of the 2 sequences is entirely right: expected "
             "(0.8333, 0.5), got ({token_acc}, {seq_acc})",

@@ -21,37 +21,94 @@ def tr(message, **fields):
 # else the message they stopped with. The check cells (before the hidden checks) read it,
 # so that Validate fails where a visible test fails.
 VISIBLE_CHECKS = {}
+# The kind of exception they stopped with, by name (a stub's NotImplementedError, an
+# exercise's NotAnswered), so that the summary tells a part not written yet from one that fails.
+VISIBLE_STOPPED_BY = {}
 GRADED_PARTS = {{ graded_parts }}  # every graded part, in the notebook's order
 # The modules your notebook is graded with: Python's standard library and these.
 GRADING_MODULES = {{ grading_modules }}
 
 
+class NotAnswered(AssertionError):
+    """Raised by an exercise's visible checks while one of its answers is not assigned."""
+
+
 @contextlib.contextmanager
 def visible_checks(name, seconds=5):
     """Run a visible-test block under ``time_limit(seconds)`` and remember in
-    ``VISIBLE_CHECKS[name]`` whether it passed, then print that it did."""
+    ``VISIBLE_CHECKS[name]`` whether it passed (the message of a failed check once, with
+    the exception's name only when it is not an AssertionError)."""
     __tracebackhide__ = True
     VISIBLE_CHECKS[name] = tr("they did not finish")
+    VISIBLE_STOPPED_BY.pop(name, None)
     try:
         with time_limit(seconds):
             yield
     except BaseException as exc:
-        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
+        said = str(exc).strip()
+        VISIBLE_CHECKS[name] = said if isinstance(exc, AssertionError) and said else \
+            f"{type(exc).__name__}: {exc}"
+        VISIBLE_STOPPED_BY[name] = type(exc)
         raise
     VISIBLE_CHECKS[name] = None
 
 
+def returned(value, name, *parts):
+    """``value``, what the function ``name`` returned, as a tuple of ``len(parts)`` values
+    (``parts`` names them, e.g. ``"Y", "weights"``); raises AssertionError, saying which
+    tuple is expected, when it is anything else (one array, a tuple of another length)."""
+    __tracebackhide__ = True
+    if isinstance(value, (tuple, list)) and len(value) == len(parts):
+        return tuple(value)
+    if isinstance(value, (tuple, list)):
+        got = tr("a {kind} of {count} items", kind=type(value).__name__, count=len(value))
+    elif isinstance(value, np.ndarray):
+        got = tr("one array of shape {shape}", shape=value.shape)
+    else:
+        got = tr("a value of type {kind}", kind=type(value).__name__)
+    raise AssertionError(tr("{name} must return a tuple of {count} items ({parts}), got {got}",
+                            name=name, count=len(parts), parts=", ".join(parts), got=got))
+
+
+def uses_checked(name, user):
+    """Raise AssertionError unless the visible checks of ``name``, another graded function
+    that the visible checks of ``user`` call, have run and passed: a difference found
+    through ``name`` could otherwise be its fault rather than ``user``'s. While ``name`` is
+    still the stub, raise NotImplementedError instead, as its own checks did."""
+    __tracebackhide__ = True
+    if name not in VISIBLE_CHECKS:
+        raise AssertionError(tr(
+            "these checks of {user} use your {name}, whose own visible checks have not run: "
+            "run the visible-test cell of {name} first, then this cell again.",
+            user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), NotImplementedError):
+        raise NotImplementedError(tr(
+            "these checks of {user} use your {name}, which is still the stub: write {name} "
+            "first, then run this cell again.", user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None:
+        raise AssertionError(tr(
+            "these checks of {user} use your {name}, whose own visible checks fail: fix "
+            "{name} first (its visible test says what is wrong), then run this cell again.",
+            user=user, name=name))
+
+
 def visible_checks_summary():
-    """Print one line per graded part: its visible checks passed, failed, still a stub, or
-    not run since the setup cell."""
-    stubs = [n for n, failure in VISIBLE_CHECKS.items()
-             if failure is not None and failure.startswith("NotImplementedError")]
+    """Print one line per graded part: its visible checks passed, failed, still a stub, an
+    exercise not answered yet, or not run since the setup cell."""
+    def stopped_by(name, kind):
+        return VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), kind)
+
+    stubs = [n for n in VISIBLE_CHECKS if stopped_by(n, NotImplementedError)]
+    unanswered = [n for n in VISIBLE_CHECKS if stopped_by(n, NotAnswered)]
     failed = [n for n, failure in VISIBLE_CHECKS.items()
-              if failure is not None and n not in stubs]
+              if failure is not None and n not in stubs and n not in unanswered]
     passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
     not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
     for label, names in ((tr("passed"), passed), (tr("fail"), failed),
-                         (tr("still stubs"), stubs), (tr("not run"), not_run)):
+                         (tr("still stubs"), stubs), (tr("not answered yet"), unanswered),
+                         (tr("not run"), not_run)):
         print(tr("{label} ({count}): {names}", label=label, count=len(names),
                  names=", ".join(names) if names else "-"))
 

@@ -684,13 +684,19 @@ def test_an_italian_release_validates_in_italian(italian_kit, tmp_path):
     assert summary.startswith("\nsuperati (1): softmax\nfalliti ("), summary
     assert re.search(r"\nfalliti \(\d+\): (.*, )?scaled_dot_product_attention[,\n]", summary), summary
     assert "\nancora stub (" in summary and "\nnon eseguiti (" in summary, summary
+    # the exercises, not answered, are neither failures nor stubs
+    assert "\nsenza risposta (2): exercise_weight_ratio, exercise_decoder_budget\n" in summary, summary
+    assert not re.search(r"\nfalliti \(\d+\): [^\n]*exercise_", summary), summary
     assert not [p for p in english_fragments() if p in said]
     # and through nbgrader's Validate
     done = run_nbgrader(italian_kit, "validate", str(folder / "attention.ipynb"))
     assert "causal_mask è ancora lo stub." in done.stdout, done.stdout[-3000:]
+    # the check's message once, without a second exception name before it
     assert "i controlli visibili di scaled_dot_product_attention falliscono:\n" \
-        "    AssertionError: con la maschera [[True, False]] i pesi sono [[0.25, 0]]: il peso\n" \
-        "    mascherato è stato azzerato dopo la softmax" in done.stdout, done.stdout[-3000:]
+        "    con la maschera [[True, False]] i pesi sono [[0.25, 0]]: il peso mascherato è\n" \
+        "    stato azzerato dopo la softmax" in done.stdout, done.stdout[-3000:]
+    assert "AssertionError: AssertionError" not in done.stdout
+    assert "\n    AssertionError: con la maschera" not in done.stdout
 
 
 # --- The code the builders insert: the Validate helpers, the gate, the given code -------------
@@ -748,9 +754,11 @@ def documents(tmp_path, monkeypatch):
 @pytest.mark.parametrize("document, old, new, said", [
     ("validate_helpers.py",
      '"""Stampa una riga per ogni parte valutata: test visibili superati, falliti, funzione\n'
-     '    ancora da scrivere, oppure non eseguiti dopo la cella di setup."""',
-     '"""Print one line per graded part: its visible checks passed, failed, still a stub, or\n'
-     '    not run since the setup cell."""', "validate_helpers.py: not translated"),
+     '    ancora da scrivere, esercizio ancora senza risposta, oppure non eseguiti dopo la cella\n'
+     '    di setup."""',
+     '"""Print one line per graded part: its visible checks passed, failed, still a stub, an\n'
+     '    exercise not answered yet, or not run since the setup cell."""',
+     "validate_helpers.py: not translated"),
     ("validate_helpers.py", "top not in GRADING_MODULES", "top in GRADING_MODULES",
      "validate_helpers.py: its code differs"),
     ("gate.py", "# l'ultima cella dice quanto tempo ha richiesto il notebook",

@@ -116,6 +116,24 @@ def test_gate_closes_and_names_the_failing_function(tmp_path, monkeypatch):
         ns["require_gate"]()
 
 
+def test_a_closed_gate_shows_its_report_once(tmp_path, monkeypatch, capsys):
+    """Closed, the gate prints nothing: its report is GateClosed's message, read once; open,
+    it prints its report."""
+    broken = {"softmax_solution": lambda src: src + "\n\ndef softmax(scores, axis=-1):\n"
+                                                    "    return scores\n"}
+    monkeypatch.chdir(make_course(tmp_path, broken))
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    message = closed_gate_message({"__name__": "__main__"})
+    assert message.startswith("The training assignment opens when your attention functions "
+                              "pass their visible checks.\n")
+    assert "  - softmax: AssertionError: " in message
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv("ATTENTION_NOTEBOOK", str(tmp_path / "nowhere.ipynb"))
+    with pytest.raises(Exception, match="could not find your attention notebook"):
+        run_gate()
+    assert capsys.readouterr().out == ""
+
+
 def test_gate_refuses_an_edited_visible_test(tmp_path, monkeypatch):
     weakened = {"softmax_visible_test": lambda src: 'print("softmax: visible checks passed")'}
     monkeypatch.chdir(make_course(tmp_path, weakened))

@@ -72,7 +72,7 @@
 #    `numerical_gradient`.
 # 2. Per ogni funzione: leggi il testo, sostituisci la riga `raise NotImplementedError()` nella
 #    cella della funzione con il tuo codice (lascia firma e docstring), esegui la cella, poi
-#    esegui la cella del test visibile sotto di essa. Stampa `<name>: visible checks passed`,
+#    esegui la cella del test visibile sotto di essa. Stampa `<name>: controlli visibili superati`,
 #    oppure si ferma con un messaggio che dice quale proprietà è fallita, su quale input, che
 #    cosa ci si aspettava e a quale trappola somiglia.
 # 3. I test visibili sono un campione. Quando il notebook viene corretto, i controlli nascosti
@@ -518,7 +518,8 @@ with visible_checks("scaled_dot_product_attention", 5):
     Q = np.array([[1.0, 1.0, 1.0, 1.0]])                 # (T_q, d_k) = (1, 4)
     K = np.array([[0.0, 0.0, 0.0, 0.0], [r, r, r, r]])   # (T_k, d_k) = (2, 4): q.k = 0 e 2 ln 3
     V = np.array([[0.0, 4.0], [4.0, 0.0]])               # (T_k, d_v) = (2, 2)
-    out, w = scaled_dot_product_attention(Q, K, V)
+    out, w = returned(scaled_dot_product_attention(Q, K, V),
+                      "scaled_dot_product_attention", "out", "weights")
     assert np.shape(out) == (1, 2) and np.shape(w) == (1, 2), (
         tr("Q (1, 4), K (2, 4), V (2, 2) must give out (T_q, d_v) = (1, 2) and weights (T_q, T_k) = "
             "(1, 2), got {shape} and {shape2}",
@@ -539,11 +540,13 @@ with visible_checks("scaled_dot_product_attention", 5):
     assert np.allclose(out, [[3.0, 1.0]]), (
         tr("out = weights @ V = 0.25 * [0, 4] + 0.75 * [4, 0] = [[3, 1]]; got {out}", out=out))
 
-    _, w = scaled_dot_product_attention(Q, K, V, scale=False)
+    _, w = returned(scaled_dot_product_attention(Q, K, V, scale=False),
+                    "scaled_dot_product_attention", "out", "weights")
     assert np.allclose(w, [[0.1, 0.9]]), (
         tr("with scale=False the scores are [0, 2 ln 3] and the weights [[0.1, 0.9]]; got {w}", w=w))
 
-    out, w = scaled_dot_product_attention(Q, K, V, mask=np.array([[True, False]]))
+    out, w = returned(scaled_dot_product_attention(Q, K, V, mask=np.array([[True, False]])),
+                      "scaled_dot_product_attention", "out", "weights")
     if np.allclose(w, [[0.25, 0.0]]):
         raise AssertionError(
             tr("with mask [[True, False]] the weights are [[0.25, 0]]: the masked weight was zeroed "
@@ -561,7 +564,8 @@ with visible_checks("scaled_dot_product_attention", 5):
     Q = rng.standard_normal((2, 3, 4, 8))                # (B, h, T_q, d_k)
     K = rng.standard_normal((2, 3, 5, 8))                # (B, h, T_k, d_k)
     V = rng.standard_normal((2, 3, 5, 6))                # (B, h, T_k, d_v)
-    out, w = scaled_dot_product_attention(Q, K, V)
+    out, w = returned(scaled_dot_product_attention(Q, K, V),
+                      "scaled_dot_product_attention", "out", "weights")
     assert out.shape == (2, 3, 4, 6) and w.shape == (2, 3, 4, 5), (
         tr("Q (2, 3, 4, 8), K (2, 3, 5, 8), V (2, 3, 5, 6) must give out (2, 3, 4, 6) and weights "
             "(2, 3, 4, 5), got {shape} and {shape2}. With batch axes, K.T reverses every axis, not "
@@ -573,12 +577,14 @@ with visible_checks("scaled_dot_product_attention", 5):
             w=np.round(w.sum(axis=-1)[0, 0], 4)))
 
     causal = np.tril(np.ones((5, 5), dtype=bool))
-    _, w = scaled_dot_product_attention(K, K, V, mask=causal)   # T_q = T_k = 5
+    _, w = returned(scaled_dot_product_attention(K, K, V, mask=causal),
+                    "scaled_dot_product_attention", "out", "weights")   # T_q = T_k = 5
     assert np.all(w[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0), (
         tr("with a causal mask, weights above the diagonal (keys in the future) must be exactly 0"))
     assert np.allclose(w.sum(axis=-1), 1.0), tr("with a causal mask every row must still sum to 1 (trap 2 if not)")
 
-    out, w = scaled_dot_product_attention(Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32))
+    out, w = returned(scaled_dot_product_attention(Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32)),
+                      "scaled_dot_product_attention", "out", "weights")
     assert out.dtype == np.float32 and w.dtype == np.float32, (
         tr("float32 inputs must give float32 outputs, got {dtype} and {dtype2}", dtype=out.dtype, dtype2=w.dtype))
 print(tr("{name}: visible checks passed", name='scaled_dot_product_attention'))
@@ -810,7 +816,8 @@ weight_ratio_scaled = math.exp(2.0)      # 7.389
 """Controlli visibili dell'esercizio 1: le due risposte sono definite e sono numeri (i loro valori si controllano alla valutazione)."""
 with visible_checks("exercise_weight_ratio"):
     for name in ("weight_ratio_unscaled", "weight_ratio_scaled"):
-        assert name in globals(), tr("assign your answer to the variable {name} in the cell above", name=name)
+        if name not in globals():
+            raise NotAnswered(tr("assign your answer to the variable {name} in the cell above", name=name))
         value = globals()[name]
         assert isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool), (
             tr("{name} should be a number (int or float), got {type}", name=name, type=type(value).__name__))
@@ -922,6 +929,7 @@ with visible_checks("merge_heads", 5):
             "1, 6, 7]; got {out}",
             out=out[0, 0]))
     M = np.random.default_rng(0).standard_normal((2, 5, 6))
+    uses_checked("split_heads", "merge_heads")
     back = merge_heads(split_heads(M, 3))
     assert back.shape == M.shape and np.array_equal(back, M), (
         tr("merge_heads(split_heads(M, 3)) must give back M exactly (this uses your split_heads too)"))
@@ -970,7 +978,8 @@ with visible_checks("multi_head_attention", 5):
     causal = np.tril(np.ones((T, T), dtype=bool))
     # W_Q = W_K = 0: ogni punteggio è 0, quindi ogni query distribuisce il suo peso in parti uguali sulle chiavi che può vedere.
     # W_V = W_O = I: Y è allora la media dei token che ogni query vede, una media progressiva con la maschera causale.
-    Y, w = multi_head_attention(X, Z, Z, I, I, n_heads=h, mask=causal)
+    Y, w = returned(multi_head_attention(X, Z, Z, I, I, n_heads=h, mask=causal),
+                    "multi_head_attention", "Y", "weights")
     assert np.shape(Y) == (B, T, d) and np.shape(w) == (B, h, T, T), (
         tr("X (2, 3, 4) with 2 heads must give Y (B, T, d) = (2, 3, 4) and weights (B, h, T, T) = "
             "(2, 2, 3, 3), got {shape} and {shape2}",
@@ -983,7 +992,8 @@ with visible_checks("multi_head_attention", 5):
         tr("with W_Q = W_K = 0, W_V = W_O = I and a causal mask, Y[0] is the running mean of the "
             "tokens of X[0]: [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7]]; got\n{Y}",
             Y=Y[0]))
-    Y, _ = multi_head_attention(X, Z, Z, I, I, n_heads=h)
+    Y, _ = returned(multi_head_attention(X, Z, Z, I, I, n_heads=h),
+                    "multi_head_attention", "Y", "weights")
     assert np.allclose(Y[0], [[4, 5, 6, 7]] * 3), (
         tr("without a mask every token of Y[0] is the mean of X[0], [4, 5, 6, 7]; got\n{Y}", Y=Y[0]))
 
@@ -994,21 +1004,23 @@ with visible_checks("multi_head_attention", 5):
     lengths = np.array([5, 3])
     padding = np.arange(T)[None, :] < lengths[:, None]                                # (B, T)
     mask = np.tril(np.ones((T, T), dtype=bool))[None] & padding[:, None, :]            # (B, T, T)
-    Y, w = multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads=h, mask=mask)
+    Y, w = returned(multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads=h, mask=mask),
+                    "multi_head_attention", "Y", "weights")
+    uses_checked("scaled_dot_product_attention", "multi_head_attention")
     d_h = d // h
     heads = []
     for k in range(h):            # testa k: colonne k*d_h .. (k+1)*d_h - 1 delle proiezioni
         cols = slice(k * d_h, (k + 1) * d_h)
-        out_k, _ = scaled_dot_product_attention((X @ W_Q)[..., cols], (X @ W_K)[..., cols], (X @ W_V)[..., cols],
-                                                mask=mask)
+        out_k, _ = returned(scaled_dot_product_attention((X @ W_Q)[..., cols], (X @ W_K)[..., cols], (X @ W_V)[..., cols],
+                                                         mask=mask),
+                            "scaled_dot_product_attention", "out", "weights")
         heads.append(out_k)
     expected = np.concatenate(heads, axis=-1) @ W_O
     assert np.allclose(Y, expected), (
         tr("with random weights, 2 heads and a (B, T, T) mask, Y differs from running "
             "scaled_dot_product_attention head by head (largest difference {Y:.3g}). Likely causes: "
             "reshape/transpose in the wrong order (trap 3), sqrt(d) instead of sqrt(d_h), or a (B, "
-            "T, T) mask used without inserting the head axis. (This check uses your "
-            "scaled_dot_product_attention: its own visible test must pass first.)",
+            "T, T) mask used without inserting the head axis.",
             Y=np.max(np.abs(Y - expected))))
 print(tr("{name}: visible checks passed", name='multi_head_attention'))
 
@@ -1182,7 +1194,8 @@ with time_limit(10):
 """Controlli visibili di layer_norm_forward: un esempio svolto, gamma e beta, assi del batch, float32."""
 with visible_checks("layer_norm_forward", 5):
     x = np.array([[1.0, 2.0, 3.0, 4.0]])   # media 2.5, varianza distorta 1.25
-    y, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
+    y, cache = returned(layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0),
+                        "layer_norm_forward", "y", "cache")
     assert np.shape(y) == (1, 4), tr("x of shape (1, 4) must give y of shape (1, 4), got {shape}", shape=np.shape(y))
     expected = np.array([[-1.3416407865, -0.4472135955, 0.4472135955, 1.3416407865]])   # (x - 2.5) / sqrt(1.25)
     if np.allclose(y, [[-1.1618950039, -0.3872983346, 0.3872983346, 1.1618950039]]):
@@ -1193,19 +1206,22 @@ with visible_checks("layer_norm_forward", 5):
         tr("layer_norm_forward([[1, 2, 3, 4]], gamma = 1, beta = 0, eps = 0) should be (x - 2.5) / "
             "sqrt(1.25) = {expected}; got {y}",
             expected=expected, y=y))
-    y, _ = layer_norm_forward(x, np.full(4, 2.0), np.full(4, 1.0), eps=0.0)
+    y, _ = returned(layer_norm_forward(x, np.full(4, 2.0), np.full(4, 1.0), eps=0.0),
+                    "layer_norm_forward", "y", "cache")
     assert np.allclose(y, 2 * expected + 1), (
         tr("with gamma = 2 and beta = 1, y = 2 x_hat + 1 = {expected}; got {y}", expected=2 * expected + 1, y=y))
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5)).astype(np.float32)   # (B, T, d)
-    y, _ = layer_norm_forward(x, np.ones(5, dtype=np.float32), np.zeros(5, dtype=np.float32))
+    y, _ = returned(layer_norm_forward(x, np.ones(5, dtype=np.float32), np.zeros(5, dtype=np.float32)),
+                    "layer_norm_forward", "y", "cache")
     assert y.shape == (2, 3, 5), tr("x of shape (2, 3, 5) must give y of shape (2, 3, 5), got {shape}", shape=y.shape)
     assert y.dtype == np.float32, tr("float32 inputs must give a float32 output, got {dtype}", dtype=y.dtype)
     assert np.allclose(y.mean(axis=-1), 0, atol=1e-5) and np.allclose(y.var(axis=-1), 1, atol=1e-3), (
         tr("with gamma = 1 and beta = 0 every token of y must have mean 0 and variance about 1 over "
             "its last axis (normalise each token over its d features, not over the batch)"))
-    y, _ = layer_norm_forward(np.full((1, 4), 5.0), np.ones(4), np.zeros(4))
+    y, _ = returned(layer_norm_forward(np.full((1, 4), 5.0), np.ones(4), np.zeros(4)),
+                    "layer_norm_forward", "y", "cache")
     assert np.all(np.isfinite(y)) and np.allclose(y, 0), (
         tr("a constant token has variance 0: with eps = 1e-5 inside the square root y must be 0, "
             "got {y}",
@@ -1257,10 +1273,13 @@ grade("layer_norm_forward", globals())
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
 """Controlli visibili di layer_norm_backward: un esempio svolto, somme su tutti gli assi iniziali, un controllo del gradiente."""
 with visible_checks("layer_norm_backward", 5):
+    uses_checked("layer_norm_forward", "layer_norm_backward")
     x = np.array([[1.0, 2.0, 3.0, 4.0]])
     xhat = (x - 2.5) / math.sqrt(1.25)                     # media 2.5, varianza distorta 1.25
-    _, cache = layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0)
-    dx, dgamma, dbeta = layer_norm_backward(np.array([[1.0, 0.0, 0.0, 0.0]]), cache)
+    _, cache = returned(layer_norm_forward(x, np.ones(4), np.zeros(4), eps=0.0),
+                        "layer_norm_forward", "y", "cache")
+    dx, dgamma, dbeta = returned(layer_norm_backward(np.array([[1.0, 0.0, 0.0, 0.0]]), cache),
+                                 "layer_norm_backward", "dx", "dgamma", "dbeta")
     assert np.shape(dx) == (1, 4) and np.shape(dgamma) == (4,) and np.shape(dbeta) == (4,), (
         tr("dy of shape (1, 4) must give dx (1, 4), dgamma (4,), dbeta (4,); got {shape}, {shape2}, "
             "{shape3}",
@@ -1283,8 +1302,10 @@ with visible_checks("layer_norm_backward", 5):
     gamma = 1 + 0.1 * rng.standard_normal(5)
     beta = 0.1 * rng.standard_normal(5)
     G = rng.standard_normal((2, 3, 5))                     # la loss è L = sum(G * y), quindi dy = G
-    _, cache = layer_norm_forward(x, gamma, beta)
-    dx, dgamma, dbeta = layer_norm_backward(G, cache)
+    _, cache = returned(layer_norm_forward(x, gamma, beta),
+                        "layer_norm_forward", "y", "cache")
+    dx, dgamma, dbeta = returned(layer_norm_backward(G, cache),
+                                 "layer_norm_backward", "dx", "dgamma", "dbeta")
     assert np.shape(dx) == (2, 3, 5) and np.shape(dgamma) == (5,) and np.shape(dbeta) == (5,), (
         tr("dy of shape (2, 3, 5) must give dx (2, 3, 5), dgamma (5,) and dbeta (5,), summed over "
             "both leading axes; got {shape}, {shape2}, {shape3}",
@@ -1342,7 +1363,8 @@ with visible_checks("attention_forward", 5):
     x = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # x[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     params = {"W_Q": np.zeros((d, d)), "W_K": np.zeros((d, d)), "W_V": np.eye(d), "W_O": np.eye(d),
               "b_Q": np.zeros(d), "b_K": np.zeros(d), "b_V": np.zeros(d), "b_O": np.array([0.5, 0.5, 0.5, 0.5])}
-    y, cache = attention_forward(x, params, n_heads=h)             # causale per impostazione predefinita
+    y, cache = returned(attention_forward(x, params, n_heads=h),
+                        "attention_forward", "y", "cache")             # causale per impostazione predefinita
     assert np.shape(y) == (B, T, d), tr("x (2, 3, 4) must give y (B, T, d) = (2, 3, 4), got {shape}", shape=np.shape(y))
     assert np.allclose(y[0], [[0.5, 1.5, 2.5, 3.5], [2.5, 3.5, 4.5, 5.5], [4.5, 5.5, 6.5, 7.5]]), (
         tr("with W_Q = W_K = 0 (all scores 0), W_V = W_O = I, the causal mask and b_O = 0.5, y[0] "
@@ -1350,7 +1372,8 @@ with visible_checks("attention_forward", 5):
             "[4.5, 5.5, 6.5, 7.5]]; got\n{y}\nIf every row is [4.5, 5.5, 6.5, 7.5], the causal mask "
             "(on by default, causal=True) was not applied.",
             y=y[0]))
-    y, _ = attention_forward(x, params, n_heads=h, causal=False)
+    y, _ = returned(attention_forward(x, params, n_heads=h, causal=False),
+                    "attention_forward", "y", "cache")
     assert np.allclose(y[0], [[4.5, 5.5, 6.5, 7.5]] * 3), (
         tr("with causal=False every token of y[0] is the mean of x[0] plus 0.5, [4.5, 5.5, 6.5, "
             "7.5]; got\n{y}",
@@ -1363,14 +1386,19 @@ with visible_checks("attention_forward", 5):
     for name in ("Q", "K", "V", "O"):
         params["W_" + name] = rng.standard_normal((d, d)) / math.sqrt(d)
         params["b_" + name] = np.zeros(d)
-    y, _ = attention_forward(x, params, n_heads=h)
-    expected, _ = multi_head_attention(x, params["W_Q"], params["W_K"], params["W_V"], params["W_O"],
-                                       n_heads=h, mask=np.tril(np.ones((T, T), dtype=bool)))
+    y, _ = returned(attention_forward(x, params, n_heads=h),
+                    "attention_forward", "y", "cache")
+    uses_checked("multi_head_attention", "attention_forward")
+    expected, _ = returned(multi_head_attention(x, params["W_Q"], params["W_K"], params["W_V"], params["W_O"],
+                                                n_heads=h, mask=np.tril(np.ones((T, T), dtype=bool))),
+                           "multi_head_attention", "Y", "weights")
     assert np.allclose(y, expected), (
-        tr("with zero biases attention_forward must agree with your multi_head_attention under a "
-            "causal mask (largest difference {y:.3g}); check the scale 1/sqrt(d_h) and the mask",
+        tr("with zero biases attention_forward must agree with your multi_head_attention, which "
+            "passes its own visible checks, under a causal mask (largest difference {y:.3g}); check "
+            "the scale 1/sqrt(d_h) and the mask of attention_forward",
             y=np.max(np.abs(y - expected))))
-    y_unscaled, _ = attention_forward(x, params, n_heads=h, scale=False)
+    y_unscaled, _ = returned(attention_forward(x, params, n_heads=h, scale=False),
+                             "attention_forward", "y", "cache")
     assert not np.allclose(y_unscaled, y), tr("scale=False must drop the 1/sqrt(d_h): the output should change")
 print(tr("{name}: visible checks passed", name='attention_forward'))
 
@@ -1418,6 +1446,7 @@ grade("attention_forward", globals())
 # %% nbgrader={"grade": false, "grade_id": "attention_backward_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
 """Controlli visibili di attention_backward: forme e chiavi, db_O, un controllo del gradiente di ogni tensore (h = 2, B = 2)."""
 with visible_checks("attention_backward", 5):
+    uses_checked("attention_forward", "attention_backward")
     rng = np.random.default_rng(0)
     B, T, d, h = 2, 3, 4, 2
     x = rng.standard_normal((B, T, d))
@@ -1425,8 +1454,10 @@ with visible_checks("attention_backward", 5):
     for name in ("Q", "K", "V", "O"):
         params["W_" + name] = rng.standard_normal((d, d)) / math.sqrt(d)
         params["b_" + name] = 0.1 * rng.standard_normal(d)
-    _, cache = attention_forward(x, params, n_heads=h)
-    dx, grads = attention_backward(np.ones((B, T, d)), cache)
+    _, cache = returned(attention_forward(x, params, n_heads=h),
+                        "attention_forward", "y", "cache")
+    dx, grads = returned(attention_backward(np.ones((B, T, d)), cache),
+                         "attention_backward", "dx", "grads")
     assert np.shape(dx) == (B, T, d), tr("dy of shape (2, 3, 4) must give dx of shape (2, 3, 4), got {shape}", shape=np.shape(dx))
     assert isinstance(grads, dict) and set(grads) == set(params), (
         tr("grads must be a dict with the keys of params, {params}; got {isinstance}", params=sorted(params), isinstance=sorted(grads) if isinstance(grads, dict) else type(grads).__name__))
@@ -1439,8 +1470,10 @@ with visible_checks("attention_backward", 5):
             grads=grads['b_O']))
 
     G = rng.standard_normal((B, T, d))                     # la loss è L = sum(G * y), quindi dy = G
-    _, cache = attention_forward(x, params, n_heads=h)
-    dx, grads = attention_backward(G, cache)
+    _, cache = returned(attention_forward(x, params, n_heads=h),
+                        "attention_forward", "y", "cache")
+    dx, grads = returned(attention_backward(G, cache),
+                         "attention_backward", "dx", "grads")
 
     def attention_loss():
         return float(np.sum(G * attention_forward(x, params, n_heads=h)[0]))
@@ -1712,7 +1745,8 @@ budget_kv_cache_bytes_mqa = 2 * n_layers * 1 * d_head * 8192 * 4 * 2          # 
 with visible_checks("exercise_decoder_budget"):
     for name in ("budget_block_params", "budget_weight_bytes_fp16", "budget_kv_cache_bytes",
                  "budget_kv_to_weights", "budget_kv_cache_bytes_mqa"):
-        assert name in globals(), tr("assign your answer to the variable {name} in the cell above", name=name)
+        if name not in globals():
+            raise NotAnswered(tr("assign your answer to the variable {name} in the cell above", name=name))
         value = globals()[name]
         assert isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool), (
             tr("{name} should be a number, got {type}", name=name, type=type(value).__name__))
@@ -1732,12 +1766,13 @@ grade("exercise_decoder_budget", globals())
 # ## Prima di consegnare
 #
 # * *Kernel → Restart Kernel and Run All Cells*: ogni test visibile dovrebbe stampare
-#   `... visible checks passed`, e le celle di *La lezione, dal vivo* dovrebbero stampare le
+#   `... controlli visibili superati`, e le celle di *La lezione, dal vivo* dovrebbero stampare le
 #   loro tabelle. Un test visibile che passa non garantisce il punteggio pieno: i controlli
 #   nascosti usano forme casuali, input float32, righe interamente mascherate, e verificano che
 #   le tue funzioni lascino intatti i loro argomenti.
 # * La cella qui sotto elenca, parte per parte, quali controlli visibili sono passati, quali
-#   falliscono, quali parti sono ancora stub e quali non sono state eseguite.
+#   falliscono, quali parti sono ancora stub, a quali esercizi manca ancora la risposta e quali
+#   non sono state eseguite.
 # * Premi **Validate** (oppure esegui `nbgrader validate attention.ipynb`). Esegue l'intero
 #   notebook ed elenca ogni parte ancora stub o i cui controlli visibili falliscono, con il
 #   messaggio del controllo; dice *Success* solo quando ogni parte è scritta e ogni controllo

@@ -202,6 +202,7 @@ def require_gate():
                             names=", ".join(changed)))
 
 
-print(_gate.report)
+# Chiuso, il rapporto è il messaggio dell'eccezione, mostrato una volta sola (non anche stampato).
 if not _gate.open:
     raise GateClosed(_gate.report)
+print(_gate.report)

@@ -22,37 +22,96 @@ def tr(message, **fields):
 # (prima dei controlli nascosti) lo leggono, così Validate fallisce dove fallisce un test
 # visibile.
 VISIBLE_CHECKS = {}
+# Il tipo di eccezione con cui si sono fermati, per nome (il NotImplementedError di uno stub,
+# il NotAnswered di un esercizio), così il riepilogo distingue una parte non ancora scritta
+# da una che fallisce.
+VISIBLE_STOPPED_BY = {}
 GRADED_PARTS = {{ graded_parts }}  # tutte le parti valutate, nell'ordine del notebook
 # I moduli con cui il tuo notebook viene valutato: la libreria standard di Python e questi.
 GRADING_MODULES = {{ grading_modules }}
 
 
+class NotAnswered(AssertionError):
+    """Sollevata dai test visibili di un esercizio finché una delle sue risposte non è assegnata."""
+
+
 @contextlib.contextmanager
 def visible_checks(name, seconds=5):
-    """Esegue un blocco di test visibili sotto ``time_limit(seconds)``, registra in
-    ``VISIBLE_CHECKS[name]`` se è passato e, in quel caso, lo stampa."""
+    """Esegue un blocco di test visibili sotto ``time_limit(seconds)`` e registra in
+    ``VISIBLE_CHECKS[name]`` se è passato (il messaggio di un controllo fallito una volta
+    sola, con il nome dell'eccezione solo quando non è un AssertionError)."""
     __tracebackhide__ = True
     VISIBLE_CHECKS[name] = tr("they did not finish")
+    VISIBLE_STOPPED_BY.pop(name, None)
     try:
         with time_limit(seconds):
             yield
     except BaseException as exc:
-        VISIBLE_CHECKS[name] = f"{type(exc).__name__}: {exc}"
+        said = str(exc).strip()
+        VISIBLE_CHECKS[name] = said if isinstance(exc, AssertionError) and said else \
+            f"{type(exc).__name__}: {exc}"
+        VISIBLE_STOPPED_BY[name] = type(exc)
         raise
     VISIBLE_CHECKS[name] = None
 
 
+def returned(value, name, *parts):
+    """``value``, ciò che la funzione ``name`` ha restituito, come tupla di ``len(parts)``
+    valori (``parts`` li nomina, ad es. ``"Y", "weights"``); solleva AssertionError, dicendo
+    quale tupla ci si aspetta, quando è altro (un solo array, una tupla di altra lunghezza)."""
+    __tracebackhide__ = True
+    if isinstance(value, (tuple, list)) and len(value) == len(parts):
+        return tuple(value)
+    if isinstance(value, (tuple, list)):
+        got = tr("a {kind} of {count} items", kind=type(value).__name__, count=len(value))
+    elif isinstance(value, np.ndarray):
+        got = tr("one array of shape {shape}", shape=value.shape)
+    else:
+        got = tr("a value of type {kind}", kind=type(value).__name__)
+    raise AssertionError(tr("{name} must return a tuple of {count} items ({parts}), got {got}",
+                            name=name, count=len(parts), parts=", ".join(parts), got=got))
+
+
+def uses_checked(name, user):
+    """Solleva AssertionError se i test visibili di ``name``, un'altra funzione valutata che
+    i test visibili di ``user`` chiamano, non sono stati eseguiti o non sono passati: una
+    differenza trovata attraverso ``name`` potrebbe altrimenti essere colpa sua e non di ``user``.
+    Finché ``name`` è ancora lo stub, solleva invece NotImplementedError, come i suoi test."""
+    __tracebackhide__ = True
+    if name not in VISIBLE_CHECKS:
+        raise AssertionError(tr(
+            "these checks of {user} use your {name}, whose own visible checks have not run: "
+            "run the visible-test cell of {name} first, then this cell again.",
+            user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), NotImplementedError):
+        raise NotImplementedError(tr(
+            "these checks of {user} use your {name}, which is still the stub: write {name} "
+            "first, then run this cell again.", user=user, name=name))
+    if VISIBLE_CHECKS[name] is not None:
+        raise AssertionError(tr(
+            "these checks of {user} use your {name}, whose own visible checks fail: fix "
+            "{name} first (its visible test says what is wrong), then run this cell again.",
+            user=user, name=name))
+
+
 def visible_checks_summary():
     """Stampa una riga per ogni parte valutata: test visibili superati, falliti, funzione
-    ancora da scrivere, oppure non eseguiti dopo la cella di setup."""
-    stubs = [n for n, failure in VISIBLE_CHECKS.items()
-             if failure is not None and failure.startswith("NotImplementedError")]
+    ancora da scrivere, esercizio ancora senza risposta, oppure non eseguiti dopo la cella
+    di setup."""
+    def stopped_by(name, kind):
+        return VISIBLE_CHECKS[name] is not None and \
+            issubclass(VISIBLE_STOPPED_BY.get(name, type(None)), kind)
+
+    stubs = [n for n in VISIBLE_CHECKS if stopped_by(n, NotImplementedError)]
+    unanswered = [n for n in VISIBLE_CHECKS if stopped_by(n, NotAnswered)]
     failed = [n for n, failure in VISIBLE_CHECKS.items()
-              if failure is not None and n not in stubs]
+              if failure is not None and n not in stubs and n not in unanswered]
     passed = [n for n, failure in VISIBLE_CHECKS.items() if failure is None]
     not_run = [n for n in GRADED_PARTS if n not in VISIBLE_CHECKS]
     for label, names in ((tr("passed"), passed), (tr("fail"), failed),
-                         (tr("still stubs"), stubs), (tr("not run"), not_run)):
+                         (tr("still stubs"), stubs), (tr("not answered yet"), unanswered),
+                         (tr("not run"), not_run)):
         print(tr("{label} ({count}): {names}", label=label, count=len(names),
                  names=", ".join(names) if names else "-"))
 
