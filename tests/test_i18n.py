@@ -217,8 +217,8 @@ def test_unlock_report_in_italian():
         assert unlock.review_pending(submission(5)).startswith(
             "5 celle di controlli nascosti richiedono un voto manuale (")
         assert unlock.review_pending(submission(5)).endswith(" e altre 2)")
-        assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % di 100 = 95 punti"
-    assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % of 100 = 95 points"
+        assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % di 100 = 95.00 punti"
+    assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % of 100 = 95.00 points"
 
 
 def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
@@ -343,7 +343,7 @@ def test_dashboard_page_in_italian(tmp_path):
         meaning = dashboard.html.escape(explain("mask-after-softmax"))
     assert meaning in italian and "softmax" in meaning
     # the same table, the same numbers and fault ids
-    for needle in ("<code>mask-after-softmax</code>", "17.20 / 22", "7.2/12", "ada", "cy"):
+    for needle in ("<code>mask-after-softmax</code>", "17.20 / 22", "7.20/12", "ada", "cy"):
         assert needle in english and needle in italian
     found = sorted(f for f in _english_fragments() if dashboard.html.escape(f) in italian)
     assert found == []
