@@ -112,6 +112,45 @@ def test_language_is_scoped():
         "Re-read trap 2 of the introduction (mask applied after the softmax).")
 
 
+def _traps_of_the_introduction(path: Path, heading: str) -> dict[int, str]:
+    """The numbered list under ``### <heading>`` of a notebook's jupytext source: number ->
+    the trap's text, with its LaTeX and code marks written plainly (``$1/\\sqrt{d_k}$`` as
+    ``1/sqrt(d_k)``), lower-case."""
+    text = path.read_text(encoding="utf-8")
+    section = text.split(f"# ### {heading}\n", 1)[1].split("\n# ###", 1)[0]
+    items = dict(re.findall(r"^# (\d+)\. (.+)$", section, flags=re.M))
+    assert items, f"no list of traps under {heading} in {path}"
+
+    def plain(item: str) -> str:
+        item = re.sub(r"\\sqrt\{([^}]*)\}", r"sqrt(\1)", item)
+        return re.sub(r"[$`\\]", "", item).lower()
+
+    return {int(n): plain(item) for n, item in items.items()}
+
+
+@pytest.mark.parametrize("language, notebook, heading", [
+    ("en", "notebooks/attention.py", "The traps"),
+    ("it", "notebooks/it/attention.py", "Le trappole"),
+])
+def test_each_faults_trap_is_the_one_the_introduction_lists(language, notebook, heading):
+    """The number and title the feedback gives a fault's trap (``faults.TRAPS``) are those
+    of the notebook's own list of traps, read from the document, in both languages: a trap
+    renumbered or retitled in the introduction fails here until the graders follow."""
+    from tests.helpers import ROOT
+
+    listed = _traps_of_the_introduction(ROOT / notebook, heading)
+    assert sorted(listed) == list(range(1, len(listed) + 1)) and len(listed) >= 6
+    with i18n.use_language(language):
+        for fault, (number, title) in TRAPS.items():
+            assert number in listed, (fault, number)
+            assert listed[number].startswith(i18n._(title).lower()), (fault, listed[number])
+            assert f"trap {number} " in trap_line(fault) or \
+                f"trappola {number} " in trap_line(fault)
+    # the transposed causal mask (fault mask-wrong-axis) is what trap 5 names
+    assert "transposed" in _traps_of_the_introduction(ROOT / "notebooks/attention.py",
+                                                       "The traps")[TRAPS["mask-wrong-axis"][0]]
+
+
 def test_every_fault_is_explained_in_italian():
     with i18n.use_language("it"):
         italian = {fault: explain(fault) for fault in FAULTS}
