@@ -339,7 +339,7 @@ with visible_checks("causal_mask", 5):
     assert m.shape == (3, 3), tr("causal_mask(3) must have shape (3, 3), got {shape}", shape=m.shape)
     assert m.dtype == bool, tr("causal_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
     if not np.array_equal(m, expected):
-        if np.array_equal(m, expected.T):  # a hint only for the output it explains
+        if np.array_equal(m, expected.T):  # un suggerimento solo per l'output che spiega
             hint = tr("This is the transpose: each query sees the future instead of the past (trap 5).")
         elif np.array_equal(m, ~expected):
             hint = tr("True and False are swapped: the mask was read as True = blocked, while here "
@@ -395,7 +395,7 @@ with visible_checks("padding_mask", 5):
     assert m.shape == (3, 3), tr("padding_mask([2, 0, 3], T=3) must have shape (B, T) = (3, 3), got {shape}", shape=m.shape)
     assert m.dtype == bool, tr("padding_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
     if not np.array_equal(m, expected):
-        if np.array_equal(m, ~expected):  # a hint only for the output it explains
+        if np.array_equal(m, ~expected):  # un suggerimento solo per l'output che spiega
             hint = tr("True and False are swapped: the mask was read as True = padded, while here "
                       "True means 'real token'.")
         elif np.array_equal(m, np.arange(3)[None, :] <= np.array([2, 0, 3])[:, None]):
