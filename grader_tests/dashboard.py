@@ -462,9 +462,9 @@ def figure_scores(data: ClassResults) -> Figure:
     if scores:
         mean, median = statistics.fmean(scores), statistics.median(scores)
         ax.axvline(mean, color="#c44e52", linestyle="--",
-                   label=_("mean {mean:.1f}").format(mean=mean))
+                   label=_("mean {mean:.2f}").format(mean=mean))
         ax.axvline(median, color="#222222", linestyle=":",
-                   label=_("median {median:.1f}").format(median=median))
+                   label=_("median {median:.2f}").format(median=median))
         ax.legend(loc="upper left")
     ax.set_xlim(0, top)
     cast("MaxNLocator", ax.yaxis.get_major_locator()).set_params(integer=True)

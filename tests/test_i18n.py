@@ -390,6 +390,20 @@ def test_dashboard_page_in_italian(tmp_path):
     assert any(t.startswith("la maschera azzera i pesi dopo la softmax") for t in texts)
 
 
+def test_dashboard_figures_print_scores_with_two_decimals():
+    """The figures write each score as the page does, with 2 decimals: the histogram's
+    mean and median (19.60 of 22), the heat map's cells (7.20, 10.00)."""
+    from grader_tests import dashboard
+
+    data = _class_results()
+    scores = dashboard.figure_scores(data)
+    labels = scores.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["mean 19.60", "median 19.60"]
+    heatmap = dashboard.figure_heatmap(data)
+    cells = sorted(t.get_text() for t in heatmap.axes[0].texts)
+    assert cells == ["10.00", "10.00", "12.00", "7.20"]
+
+
 def _one_bug_per_fault():
     seen = {}
     for bug in BUGS:
