@@ -222,6 +222,8 @@ class JailedExecute(Execute):
         from .feedback import clean_notebook
 
         self._stopped_at: int | None = None
+        self._stopped_name = ""
+        self._cells = nb.cells
         self._language = config_language(self.config)  # of the notes written in the cells
         self._kept_bytes, self._kept_outputs, self._capped = 0, 0, False
         self._run_started: float | None = None
@@ -365,8 +367,8 @@ class JailedExecute(Execute):
             return cell, resources
         if self._stopped_at is not None:
             with use_language(self._language):
-                note = _("[not run: cell {cell} ran out of time, so the cells after it were "
-                         "not run while grading]").format(cell=self._stopped_at + 1)
+                note = _("[not run: {cell} ran out of time, so the cells after it were not "
+                         "run while grading]").format(cell=self._stopped_name)
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note + "\n")]
             return cell, resources
         if self._run_started is None:
@@ -397,12 +399,22 @@ class JailedExecute(Execute):
                     evalue=_("the kernel stopped responding"),
                     traceback=[_("{error}: the kernel stopped responding while this cell "
                                  "ran").format(error=type(exc).__name__)])]
-            self._stopped_at = index
+            self._stop(index)
             return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
                for o in cell.get("outputs", [])):
-            self._stopped_at = index
+            self._stop(index)
         return cell, resources
+
+    def _stop(self, index: int) -> None:
+        """No cell after cell ``index`` runs; the note in each names that cell as the
+        feedback page shows it (``submission.cell_name``: by its id and graded part, never
+        by a number the page does not show)."""
+        from .submission import cell_name
+
+        self._stopped_at = index
+        with use_language(self._language):
+            self._stopped_name = cell_name(self._cells, index)
 
 
 class TrustedGrades(NbGraderPreprocessor):

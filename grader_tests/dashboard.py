@@ -53,6 +53,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, TextIO, cast
 
+from .config import not_a_course
 from .faults import FAULTS, explain  # noqa: F401  (FAULTS re-exported)
 from .i18n import (N_, ArgumentParser, _, course_language, current_language, folder_language,
                    use_language)
@@ -347,6 +348,10 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
     coursedir = course_directory(root)
     db_url = db_url or coursedir.db_url
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+        problem = not_a_course(root)  # the course may be the wrong folder (--root)
+        if problem:
+            raise DashboardError(_("no gradebook at {path}: {problem}").format(
+                path=db_url[len("sqlite:///"):], problem=problem))
         raise DashboardError(_("no gradebook at {path}: grade the class first (make demo, "
                                "nbgrader autograde, or python -m grader_tests batch)").format(
                                    path=db_url[len("sqlite:///"):]))
@@ -457,9 +462,9 @@ def figure_scores(data: ClassResults) -> Figure:
     if scores:
         mean, median = statistics.fmean(scores), statistics.median(scores)
         ax.axvline(mean, color="#c44e52", linestyle="--",
-                   label=_("mean {mean:.1f}").format(mean=mean))
+                   label=_("mean {mean:.2f}").format(mean=mean))
         ax.axvline(median, color="#222222", linestyle=":",
-                   label=_("median {median:.1f}").format(median=median))
+                   label=_("median {median:.2f}").format(median=median))
         ax.legend(loc="upper left")
     ax.set_xlim(0, top)
     cast("MaxNLocator", ax.yaxis.get_major_locator()).set_params(integer=True)
@@ -567,7 +572,7 @@ def figure_heatmap(data: ClassResults) -> Figure:
             for j, name in enumerate(names):
                 part = s.parts[name]
                 if part.score is not None:
-                    ax.text(j, i, f"{part.score:g}", ha="center", va="center", fontsize=6,
+                    ax.text(j, i, _num(part.score), ha="center", va="center", fontsize=6,
                             parse_math=False)
     else:
         ax.set_ylabel(_("{count} students, by id").format(count=len(rows)))
@@ -634,6 +639,8 @@ def _link(target: Path, out_dir: Path) -> str:
 
 
 def _num(x: float | None) -> str:
+    """A score as the kit prints it for people: 2 decimals (``"6.12"``), ``"-"`` for None
+    (the JSON and CSV files keep full precision)."""
     return "-" if x is None else f"{x:.2f}"
 
 
@@ -764,13 +771,13 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
                 lost.append(label.part_not_graded.format(part=f"<code>{E(p.name)}</code>"))
             elif below_full_marks(p):
                 why = _("fault ids unknown") if p.faults is None else ", ".join(p.faults)
-                lost.append(f"<code>{E(p.name)}</code> {p.score:g}/{p.max_score:g} ({E(why)})")
+                lost.append(f"<code>{E(p.name)}</code> {_num(p.score)}/{p.max_score:g} ({E(why)})")
         review_text = "; ".join(t for t, on in ((_("flagged"), s.flagged),
                                                 (_("manual grade"), s.needs_manual_grade)) if on)
         notes = list(s.notes)
         if s.late_penalty > 0:
-            notes.append(_("late: the late penalty took {penalty:g} of {raw:g} points").format(
-                penalty=round(s.late_penalty, 2), raw=round(s.score + s.late_penalty, 2)))
+            notes.append(_("late: the late penalty took {penalty:.2f} of {raw:.2f} points").format(
+                penalty=s.late_penalty, raw=s.score + s.late_penalty))
         if s.source is None:
             notes.append(_("fault ids unknown: the gradebook's scores match neither "
                            "autograded/ nor the batch log"))

@@ -16,7 +16,7 @@ import os
 import re
 
 from .i18n import N_, _
-from .submission import SubmissionError, code_of_notebook
+from .submission import SubmissionError, cell_name, code_of_notebook, read_cells
 
 # Modules a submission has no use for: the kit's own, and ways out of the process.
 # (Modules with honest uses in a notebook, such as gc, signal for a time limit, shutil or
@@ -76,8 +76,8 @@ def _sources(path: str) -> list[tuple[str, str]]:
         except OSError:
             return []
     try:
-        return [(_("cell {number}").format(number=i + 1), code)
-                for i, code in code_of_notebook(path)]
+        cells = read_cells(path)
+        return [(cell_name(cells, i), code) for i, code in code_of_notebook(path)]
     except SubmissionError:
         return []
 

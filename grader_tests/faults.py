@@ -55,14 +55,18 @@ FAULTS = {
 }
 
 # The traps of the assignments' introductions behind some faults: the number and title a
-# student re-reads (the feedback names the trap; it does not write the fix).
+# student re-reads (the feedback names the trap; it does not write the fix). Each title is
+# the start of its trap in the list "The traps" of notebooks/attention.py (and its Italian
+# translation the start of the same trap in notebooks/it/attention.py); a test holds them
+# together.
 TRAPS = {
     "missing-scale": (1, N_("no 1/sqrt(d_k)")),
     "backward-missing-scale": (1, N_("no 1/sqrt(d_k)")),
     "mask-after-softmax": (2, N_("mask applied after the softmax")),
     "head-order": (3, N_("reshape and transpose in the wrong order")),
     "padding-ignored": (4, N_("padding left out of the softmax")),
-    "mask-wrong-axis": (5, N_("causal and padding masks confused, or combined on the wrong axis")),
+    "mask-wrong-axis": (5, N_("causal and padding masks confused, transposed, or combined on "
+                              "the wrong axis")),
     "softmax-wrong-axis": (6, N_("softmax over the query axis")),
 }
 

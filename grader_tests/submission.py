@@ -51,9 +51,12 @@ MESSAGES = (
     N_("an object"), N_("a string"), N_("a list of strings"), N_("a list"), N_("a boolean"),
     N_("a number"),
     N_("a string or a list of strings"), N_("the cell"),
-    N_("the file"), N_("cell {number}"), N_("cell {number} ({grade_id})"),
-    N_("cell {number} ({grade_id}) is a {kind} cell: graded as code, as nbgrader does"),
-    N_("cells {numbers} carry the same id {grade_id} (duplicated or split): joined and "
+    N_("the file"), N_("cell {grade_id} (the part {part})"), N_("cell {grade_id}"),
+    N_("the cell after {cell} that starts with {line}"),
+    N_("the cell that starts with {line}"), N_("an empty cell after {cell}"),
+    N_("an empty cell before every cell with an id"),
+    N_("{cell} is a {kind} cell: graded as code, as nbgrader does"),
+    N_("{count} cells carry the same id {grade_id} (duplicated or split): joined and "
        "graded as one"),
     N_("{cell}: imports {modules}, which the grading environment does not provide (it "
        "provides Python's standard library and {allowed}): code that uses it fails when "
@@ -350,15 +353,71 @@ def code_of_notebook(path, given=False):
     return out
 
 
-def _cell_name(index, labels):
-    """How a loading error names a cell: its number counted from 1, as a reader counts
-    the notebook's cells, and its nbgrader id when it has one (``cell 28
-    (exercise_weight_ratio_answer)``); ``the file`` for a ``.py`` submission."""
-    if not labels:
+# Endings of the nbgrader ids of a graded part's cells (``softmax_solution``...): what is
+# left is the part's name, which the notebook's headings and the feedback's reports show.
+PART_SUFFIXES = ("_solution", "_visible_test", "_hidden_checks", "_answer", "_check", "_text")
+LINE_CHARS = 60  # of a cell's first line quoted in a message
+
+
+def _grade_id(cell: dict) -> str | None:
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = (meta.get("nbgrader") if isinstance(meta, dict) else None) or {}
+    grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+    return grade_id if isinstance(grade_id, str) and grade_id else None
+
+
+def _id_name(grade_id: str) -> str:
+    for suffix in PART_SUFFIXES:
+        if grade_id.endswith(suffix) and len(grade_id) > len(suffix):
+            return _("cell {grade_id} (the part {part})").format(
+                grade_id=grade_id, part=grade_id[: -len(suffix)])
+    return _("cell {grade_id}").format(grade_id=grade_id)
+
+
+def cell_name(cells: list, index: int) -> str:
+    """How a message names cell ``index`` of a notebook for the student who reads it on
+    the feedback page or in Jupyter, where cells carry no number (``In [ ]:``): by its
+    nbgrader id and the graded part it belongs to (``cell merge_heads_hidden_checks (the
+    part merge_heads)``); a cell without an id (one the student added) by the first line
+    of its code and the nearest cell with an id before it (``the cell after cell
+    softmax_solution (the part softmax) that starts with `while True:` ``).
+
+    Args:
+        cells: the notebook's cells (dicts, as nbformat or ``read_cells`` gives them; read
+            as hostile data).
+        index: int, the cell's place in ``cells``, counted from 0.
+
+    Returns:
+        str, in the current language; the quoted line is cut at ``LINE_CHARS`` characters
+        and holds printable characters only.
+    """
+    grade_id = _grade_id(cells[index])
+    if grade_id:
+        return _id_name(grade_id)
+    source = cells[index].get("source", "") if isinstance(cells[index], dict) else ""
+    if isinstance(source, list):
+        source = "".join(s for s in source if isinstance(s, str))
+    line = next((t.strip() for t in str(source).splitlines() if t.strip()), "")
+    line = "".join(ch if ch.isprintable() else "?" for ch in line)
+    if len(line) > LINE_CHARS:
+        line = line[: LINE_CHARS - 3] + "..."
+    before = next((g for g in map(_grade_id, reversed(cells[:index])) if g), None)
+    if line:
+        quoted = f"`{line}`"
+        return _("the cell after {cell} that starts with {line}").format(
+            cell=_id_name(before), line=quoted) if before else \
+            _("the cell that starts with {line}").format(line=quoted)
+    return _("an empty cell after {cell}").format(cell=_id_name(before)) if before else \
+        _("an empty cell before every cell with an id")
+
+
+def _cell_name(index, cells):
+    """How a loading error names a cell: ``cell_name`` of the notebook's ``cells``
+    (``cell exercise_weight_ratio_answer (the part exercise_weight_ratio)``); ``the file``
+    for a ``.py`` submission (no cells)."""
+    if not cells:
         return _("the file")
-    label = labels.get(index)
-    return _("cell {number} ({grade_id})").format(number=index + 1, grade_id=label) if label \
-        else _("cell {number}").format(number=index + 1)
+    return cell_name(cells, index)
 
 
 def _structure_notes(cells):
@@ -372,15 +431,14 @@ def _structure_notes(cells):
             continue
         grade_id = meta.get("grade_id")
         if cell.get("cell_type") in ("raw", "markdown"):
-            notes.append(_("cell {number} ({grade_id}) is a {kind} cell: graded as code, as "
-                           "nbgrader does").format(number=i + 1, grade_id=grade_id,
-                                                   kind=cell.get("cell_type")))
+            notes.append(_("{cell} is a {kind} cell: graded as code, as nbgrader does").format(
+                cell=cell_name(cells, i), kind=cell.get("cell_type")))
         seen.setdefault(grade_id, []).append(i + 1)
     for grade_id, places in seen.items():
         if len(places) > 1:
-            notes.append(_("cells {numbers} carry the same id {grade_id} (duplicated or "
+            notes.append(_("{count} cells carry the same id {grade_id} (duplicated or "
                            "split): joined and graded as one").format(
-                               numbers=", ".join(map(str, places)), grade_id=grade_id))
+                               count=len(places), grade_id=grade_id))
     return notes
 
 
@@ -558,7 +616,7 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
     if not os.path.isfile(path):
         raise SubmissionError(_("{path}: no such file").format(path=path))
     with_given = assignments.get(assignment).given_cells
-    labels, given = {}, set()
+    cells, given = [], set()
     if path.endswith(".py"):
         try:
             with open(path, encoding="utf-8") as f:
@@ -568,8 +626,7 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
                 path=path, error=exc)) from None
     else:
         chunks = code_of_notebook(path, given=with_given)
-        labels = {i: ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("grade_id")
-                  for i, cell in enumerate(_cells(path))}
+        cells = _cells(path)
         given = {i for i, cell in enumerate(_cells(path))
                  if ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("locked")
                  and not ((cell.get("metadata", {}) or {}).get("nbgrader") or {}).get("solution")}
@@ -600,7 +657,7 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
                     else _("{cell}: imports {modules}, which the grading environment does not "
                            "provide (it provides Python's standard library and {allowed}): "
                            "code that uses them fails when graded [module-unavailable]")
-                ).format(cell=_cell_name(index, labels), modules=", ".join(missing),
+                ).format(cell=_cell_name(index, cells), modules=", ".join(missing),
                          allowed=", ".join(allowed_modules)))
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
                     warnings.catch_warnings():
@@ -615,15 +672,15 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
         except CellTimeout:
             loaded.cell_errors.append(_("{cell}: stopped after {seconds:g} s (a loop that "
                                         "never ends at the top level of a cell?)").format(
-                                            cell=_cell_name(index, labels),
+                                            cell=_cell_name(index, cells),
                                             seconds=cell_time_limit))
         except NotImplementedError:
             loaded.cell_errors.append(_("{cell}: still the stub (it raises "
                                         "NotImplementedError)").format(
-                                            cell=_cell_name(index, labels)))
+                                            cell=_cell_name(index, cells)))
         except (Exception, SystemExit, KeyboardInterrupt) as exc:
             # the student's cell failed: record it and keep going, as a notebook run would
-            loaded.cell_errors.append(f"{_cell_name(index, labels)}: "
+            loaded.cell_errors.append(f"{_cell_name(index, cells)}: "
                                       f"{type(exc).__name__}: {exc}")
         finally:
             if use_alarm:

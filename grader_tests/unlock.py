@@ -72,7 +72,7 @@ LEDGER = "unlocked.json"
 Threshold = tuple[str, float | None]
 
 from .batch import alembic_on_path
-from .config import course_config
+from .config import course_config, not_a_course
 from .core import POINTS, grade_id
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .report import visible
@@ -247,9 +247,9 @@ def describe_threshold(threshold: Threshold, max_score: float) -> str:
     if kind == "full":
         return _("full marks ({need:g} / {max_score:g})").format(need=need, max_score=max_score)
     if kind == "percent":
-        return _("{value:g} % of {max_score:g} = {need:g} points").format(value=value,
+        return _("{value:g} % of {max_score:g} = {need:.2f} points").format(value=value,
                    max_score=max_score, need=need)
-    return _("{need:g} / {max_score:g} points").format(need=need, max_score=max_score)
+    return _("{need:.2f} / {max_score:g} points").format(need=need, max_score=max_score)
 
 
 def review_pending(submission: Any) -> str | None:
@@ -330,7 +330,7 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
         if review and (autograded or any(nb.flagged for nb in submission.notebooks)):
             # (cells of a submission never graded wait for the autograder, not a review)
             entry["reason"] = (_("flagged for review: {review}; {assignment} scored "
-                                 "{score:g} / {max_score:g} so far; it stays locked until the "
+                                 "{score:.2f} / {max_score:g} so far; it stays locked until the "
                                  "review in formgrader grades those cells and clears the flag").format(review=review,
                                    assignment=GATE_ASSIGNMENT, score=score,
                                    max_score=max_score))
@@ -339,23 +339,23 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
                 assignment=GATE_ASSIGNMENT)
         elif submission.needs_manual_grade:
             entry["reason"] = (_("{assignment} has cells waiting for manual grading (score "
-                                 "so far {score:g} / {max_score:g})").format(
+                                 "so far {score:.2f} / {max_score:g})").format(
                                      assignment=GATE_ASSIGNMENT,
                                    score=score, max_score=max_score))
         elif score + 1e-9 >= need:
             entry["eligible"] = True
-            entry["reason"] = _("{assignment} scored {score:g} / {max_score:g}").format(
+            entry["reason"] = _("{assignment} scored {score:.2f} / {max_score:g}").format(
                 assignment=GATE_ASSIGNMENT,
                                   score=score, max_score=max_score)
         elif penalty > 0 and score + penalty + 1e-9 >= need:  # held back by the penalty
-            entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g} after a late "
-                                 "penalty of {penalty:g} points ({raw:g} before it), needs "
-                                 "{need:g}").format(assignment=GATE_ASSIGNMENT, score=score,
+            entry["reason"] = (_("{assignment} scored {score:.2f} / {max_score:g} after a late "
+                                 "penalty of {penalty:.2f} points ({raw:.2f} before it), needs "
+                                 "{need:.2f}").format(assignment=GATE_ASSIGNMENT, score=score,
                                    max_score=max_score, penalty=penalty, raw=score + penalty,
                                    need=need))
         else:
-            entry["reason"] = (_("{assignment} scored {score:g} / {max_score:g}, needs "
-                                 "{need:g}").format(assignment=GATE_ASSIGNMENT, score=score,
+            entry["reason"] = (_("{assignment} scored {score:.2f} / {max_score:g}, needs "
+                                 "{need:.2f}").format(assignment=GATE_ASSIGNMENT, score=score,
                                    max_score=max_score, need=need))
         verdicts.append(entry)
     return verdicts
@@ -547,6 +547,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         threshold = parse_threshold(args.threshold)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.root and not os.path.isdir(args.root):
+        print(not_a_course(args.root), file=sys.stderr)
+        return 2
     db_url, configured_root, course_id = course_settings(os.getcwd())
     db_url = args.db or db_url
     root = Path(args.root or configured_root or os.getcwd())
@@ -559,8 +562,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 "names each student's course after it), or pass --no-exchange"), file=sys.stderr)
         return 2
     if not db_url:
+        problem = not_a_course(os.getcwd())
         print(_("no gradebook: pass --db or run from the course root, where nbgrader_config.py "
-                "sets CourseDirectory.db_url"), file=sys.stderr)
+                "sets CourseDirectory.db_url") + (f". {problem}" if problem else ""),
+              file=sys.stderr)
         return 2
     release_dir = Path(args.release) if args.release else \
         release_folder(root, args.root if args.root else os.getcwd())

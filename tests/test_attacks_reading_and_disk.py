@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from grader_tests import jail
 from grader_tests.notebook_choice import answered_cells, choose_notebook
 from grader_tests.submission import (MAX_NESTING, SubmissionError, _structure_notes,
-                                     assignment_of, code_of_notebook, read_cells)
+                                     assignment_of, cell_name, code_of_notebook, read_cells)
 from tests.helpers import correct_notebook, kit_env
 
 
@@ -142,7 +142,8 @@ def _each_reader(path):
     assert isinstance(answered_cells(path), int)
     for read in (read_cells, code_of_notebook, assignment_of,
                  lambda p: code_of_notebook(p, given=True),
-                 lambda p: _structure_notes(read_cells(p))):
+                 lambda p: _structure_notes(read_cells(p)),
+                 lambda p: [cell_name(read_cells(p), i) for i in range(len(read_cells(p)))]):
         try:
             read(path)
         except SubmissionError as exc:

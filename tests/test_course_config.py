@@ -65,3 +65,26 @@ def test_markdown_is_rendered_by_the_kits_filter_and_the_feedback_loads_no_mathj
     assert (folders[1] / "feedback" / "index.html.j2").is_file()  # nbgrader's, extended
     assert plain.template_file == "index.html.j2"
     assert "mathjax_url" not in feedback and "mathjax_url" not in config.HTMLExporter
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["missing", "empty"])
+def test_the_demo_on_a_folder_that_is_not_a_course_says_what_it_needs(tmp_path, made):
+    """``python -m tools.demo --root DIR`` on a missing folder or one without its own
+    nbgrader_config.py: a message naming the folder and the example class's configuration
+    as the model, exit status 2, no traceback, nothing written there."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "not-a-course"
+    if made:
+        root.mkdir()
+    result = subprocess.run([sys.executable, "-m", "tools.demo", "--root", str(root)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    what = "is not a course: it has no nbgrader_config.py." if made else "is not a folder."
+    assert result.stderr == (
+        f"demo: {root} {what} A course folder needs its own nbgrader_config.py: the example "
+        "class's example/nbgrader_config.py loads the kit's configuration with "
+        "load_subconfig(...) and sets its own CourseDirectory.root, course_id and db_url.\n")
+    assert (sorted(p.name for p in root.iterdir()) == []) if made else not root.exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -236,7 +237,7 @@ def test_scores_are_the_gradebooks(course, written):
         assert set(rows) == set(totals) == set(AUTO)
         for student, total in totals.items():
             assert rows[student]["cells"][1] == f"{total:.2f} / 100"
-        assert "late: the late penalty took 9.4 of 96 points" in rows["carol"]["cells"][-1]
+        assert "late: the late penalty took 9.40 of 96.00 points" in rows["carol"]["cells"][-1]
         # erin's manual score counts, her graded mistake does not
         assert totals["erin"] == pytest.approx(100.0)
         assert totals["alice"] == pytest.approx(100 - 4.8 - 10)
@@ -269,10 +270,14 @@ def test_fault_counts_are_the_reports_of_parts_below_full_marks(written):
     assert meanings["head-order"] == dashboard.FAULTS["head-order"]
     rows = {r["cells"][0].split(" (no feedback page)")[0]: r["cells"]
             for r in parsed.tables["student-table"][1:]}
-    assert "layer_norm_backward 6/10 (fault ids unknown)" in rows["carol"][3]
+    assert "layer_norm_backward 6.00/10 (fault ids unknown)" in rows["carol"][3]
     assert "match neither" in rows["carol"][4]
-    assert "softmax 0/10 (timeout)" in rows["alice"][3]
-    assert "exercise_decoder_budget 0/3 (not-implemented)" in rows["frank"][3]
+    assert "softmax 0.00/10 (timeout)" in rows["alice"][3]
+    # every score the page prints has 2 decimals (7.2 points of 12 lost: 4.80/12)
+    assert f"{SDPA} {7.2:.2f}/{POINTS[SDPA]:g} (mask-after-softmax)" in rows["alice"][3]
+    assert not re.search(r"\b\d+\.\d(?!\d)|\b\d+\.\d{3,}", " ".join(
+        cell for row in rows.values() for cell in row[1:4]))
+    assert "exercise_decoder_budget 0.00/3 (not-implemented)" in rows["frank"][3]
     assert rows["bob"][2] == "flagged"
     assert "<b>os.environ</b>" in rows["bob"][4]  # shown as text (the parser unescaped it)
 
@@ -331,6 +336,13 @@ def test_command_writes_it_and_says_why_it_cannot(course, tmp_path, capsys):
     assert dashboard.main(["--root", str(empty)]) == 2
     err = capsys.readouterr().err
     assert "no gradebook at" in err and str(empty) in err
+    assert f"{empty} is not a course: it has no nbgrader_config.py. A course folder needs its " \
+           "own nbgrader_config.py: the example class's example/nbgrader_config.py" in err
+    missing = tmp_path / "missing"
+    assert dashboard.main(["--root", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing} is not a folder." in err and "Traceback" not in err
+    assert not missing.exists()
     assert dashboard.main(["--root", str(course), "--assignment", "training"]) == 2
     assert "assignment training" in capsys.readouterr().err
 

@@ -141,7 +141,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
                           cwd=course, env=env, capture_output=True, text=True, check=False,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "unlocked now (1)" in done.stdout and "attention scored 95.2 / 100, needs 100" in \
+    assert "unlocked now (1)" in done.stdout and "attention scored 95.20 / 100, needs 100.00" in \
         done.stdout, done.stdout
     alice_course = f"{COURSE_ID}-training-alice"
     assert f"nbgrader fetch_assignment training --course {alice_course}" in done.stdout
@@ -316,7 +316,7 @@ def test_unlock_releases_through_the_exchange_and_survives_a_failed_release(tmp_
                                          course_id="course")
         assert newly == [] and [v["student"] for v in locked] == ["ada", "bo"]
         assert "but the release to the exchange" in locked[0]["reason"]
-        assert locked[1]["reason"] == "attention scored 90 / 100, needs 100"
+        assert locked[1]["reason"] == "attention scored 90.00 / 100, needs 100.00"
         assert not (unlocked / "unlocked.json").exists()
 
         newly, already, locked = unlock.unlock(gb, release, unlocked, full, exchange=exchange,
@@ -373,7 +373,7 @@ def test_unlock_run_from_the_example_class_uses_its_release_exchange_and_gradebo
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"release: {kit / 'release' / 'training'}; exchange: {example / 'exchange'}" in \
         done.stdout, done.stdout
-    assert "unlocked now (1)" in done.stdout and "attention scored 90 / 100, needs 100" in \
+    assert "unlocked now (1)" in done.stdout and "attention scored 90.00 / 100, needs 100.00" in \
         done.stdout, done.stdout
     released = kit / "release" / "training" / "training.ipynb"
     outbound = example / "exchange" / "attention-kit-example-training-ada" / "outbound" / \

@@ -3,6 +3,7 @@ the command line, time limits, fault isolation and the tampering flags."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -285,16 +286,20 @@ def test_cli_explains_a_folder_given_as_path(tmp_path, capsys):
     assert "is a folder" in err and "batch" in err
 
 
-def test_loading_names_stub_cells_by_number_and_grade_id():
-    """An untouched stub is reported as a stub, with the cell's number counted from 1 and
-    its nbgrader id, not as a bare NotImplementedError."""
+def test_loading_names_stub_cells_by_grade_id_and_part():
+    """An untouched stub is reported as a stub, the cell named by its nbgrader id and the
+    graded part it belongs to (what the feedback page shows; it numbers no cell), not as a
+    bare NotImplementedError."""
     from grader_tests.submission import load
 
     loaded = load(os.path.join(ROOT, "release", "attention", "attention.ipynb"))
     stubs = [e for e in loaded.cell_errors if "still the stub" in e]
     assert stubs and len(stubs) == len(loaded.cell_errors), loaded.cell_errors
-    assert any("(exercise_weight_ratio_answer)" in e for e in stubs), stubs
-    assert all(e.startswith("cell ") and not e.startswith("cell 0") for e in stubs), stubs
+    assert "cell exercise_weight_ratio_answer (the part exercise_weight_ratio): still the " \
+           "stub (it raises NotImplementedError)" in stubs, stubs
+    assert "cell exercise_decoder_budget_answer (the part exercise_decoder_budget): still " \
+           "the stub (it raises NotImplementedError)" in stubs, stubs
+    assert not any(re.match(r"cell \d", e) for e in stubs), stubs
 
 
 def test_batch_refuses_to_start_without_submissions_or_assignment(tmp_path, capsys):
@@ -311,3 +316,63 @@ def test_batch_refuses_to_start_without_submissions_or_assignment(tmp_path, caps
     err = capsys.readouterr().err
     assert "nbgrader generate_assignment training --force" in err
     assert not (tmp_path / "batch_log_training.jsonl").exists()
+
+
+def test_a_cell_is_named_as_the_feedback_page_shows_it():
+    """``submission.cell_name``: by id and graded part, or, for a cell the student added,
+    by its first line (printable, cut) and the nearest cell with an id before it; never by
+    a number (the feedback page shows ``In [ ]:`` for every cell)."""
+    import nbformat
+
+    from grader_tests import i18n
+    from grader_tests.submission import LINE_CHARS, cell_name
+
+    def graded(grade_id, source=""):
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade_id": grade_id, "grade": False}
+        return cell
+
+    cells = [nbformat.v4.new_code_cell("\n  \n"),
+             nbformat.v4.new_code_cell("\n  x = 1\n"),
+             graded("setup"),
+             graded("merge_heads_hidden_checks"),
+             nbformat.v4.new_code_cell(["while True:\x1b[2J", "\n    pass"]),
+             nbformat.v4.new_code_cell(""),
+             nbformat.v4.new_code_cell("y = '" + "z" * 100 + "'")]
+    names = [cell_name(cells, i) for i in range(len(cells))]
+    assert names[:4] == ["an empty cell before every cell with an id",
+                         "the cell that starts with `x = 1`", "cell setup",
+                         "cell merge_heads_hidden_checks (the part merge_heads)"]
+    after = "the cell after cell merge_heads_hidden_checks (the part merge_heads)"
+    assert names[4] == f"{after} that starts with `while True:?[2J`"
+    assert names[5] == "an empty cell after cell merge_heads_hidden_checks (the part " \
+                       "merge_heads)"
+    line = "y = '" + "z" * (LINE_CHARS - 8) + "..."
+    assert names[6] == f"{after} that starts with `{line}`" and len(line) == LINE_CHARS
+    with i18n.use_language("it"):
+        assert cell_name(cells, 3) == "la cella merge_heads_hidden_checks (parte merge_heads)"
+        assert cell_name(cells, 4) == ("la cella dopo la cella merge_heads_hidden_checks "
+                                       "(parte merge_heads) che inizia con `while True:?[2J`")
+
+
+@pytest.mark.parametrize("language, expected", [
+    ("en", "[not run: cell merge_heads_solution (the part merge_heads) ran out of time, so "
+           "the cells after it were not run while grading]\n"),
+    ("it", "[non eseguita: la cella merge_heads_solution (parte merge_heads) ha esaurito il "
+           "tempo, quindi le celle successive non sono state eseguite durante la "
+           "valutazione]\n"),
+])
+def test_the_cells_after_one_that_ran_out_of_time_name_it_by_its_id(language, expected):
+    """nbgrader's execution in the kit (``JailedExecute``): once a cell ran out of time,
+    each later cell says which one, by the id and part a reader finds on the page."""
+    import nbformat
+
+    from grader_tests.autograde import JailedExecute
+
+    cells = [nbformat.v4.new_code_cell("x = 1") for _ in range(3)]
+    cells[1].metadata["nbgrader"] = {"grade_id": "merge_heads_solution", "solution": True}
+    execute = JailedExecute()
+    execute._language, execute._cells, execute._stopped_at = language, cells, None
+    execute._stop(1)
+    cell, _ = execute.preprocess_cell(cells[2], {}, 2)
+    assert cell.outputs == [nbformat.v4.new_output("stream", name="stdout", text=expected)]

@@ -112,6 +112,45 @@ def test_language_is_scoped():
         "Re-read trap 2 of the introduction (mask applied after the softmax).")
 
 
+def _traps_of_the_introduction(path: Path, heading: str) -> dict[int, str]:
+    """The numbered list under ``### <heading>`` of a notebook's jupytext source: number ->
+    the trap's text, with its LaTeX and code marks written plainly (``$1/\\sqrt{d_k}$`` as
+    ``1/sqrt(d_k)``), lower-case."""
+    text = path.read_text(encoding="utf-8")
+    section = text.split(f"# ### {heading}\n", 1)[1].split("\n# ###", 1)[0]
+    items = dict(re.findall(r"^# (\d+)\. (.+)$", section, flags=re.M))
+    assert items, f"no list of traps under {heading} in {path}"
+
+    def plain(item: str) -> str:
+        item = re.sub(r"\\sqrt\{([^}]*)\}", r"sqrt(\1)", item)
+        return re.sub(r"[$`\\]", "", item).lower()
+
+    return {int(n): plain(item) for n, item in items.items()}
+
+
+@pytest.mark.parametrize("language, notebook, heading", [
+    ("en", "notebooks/attention.py", "The traps"),
+    ("it", "notebooks/it/attention.py", "Le trappole"),
+])
+def test_each_faults_trap_is_the_one_the_introduction_lists(language, notebook, heading):
+    """The number and title the feedback gives a fault's trap (``faults.TRAPS``) are those
+    of the notebook's own list of traps, read from the document, in both languages: a trap
+    renumbered or retitled in the introduction fails here until the graders follow."""
+    from tests.helpers import ROOT
+
+    listed = _traps_of_the_introduction(ROOT / notebook, heading)
+    assert sorted(listed) == list(range(1, len(listed) + 1)) and len(listed) >= 6
+    with i18n.use_language(language):
+        for fault, (number, title) in TRAPS.items():
+            assert number in listed, (fault, number)
+            assert listed[number].startswith(i18n._(title).lower()), (fault, listed[number])
+            assert f"trap {number} " in trap_line(fault) or \
+                f"trappola {number} " in trap_line(fault)
+    # the transposed causal mask (fault mask-wrong-axis) is what trap 5 names
+    assert "transposed" in _traps_of_the_introduction(ROOT / "notebooks/attention.py",
+                                                       "The traps")[TRAPS["mask-wrong-axis"][0]]
+
+
 def test_every_fault_is_explained_in_italian():
     with i18n.use_language("it"):
         italian = {fault: explain(fault) for fault in FAULTS}
@@ -217,8 +256,8 @@ def test_unlock_report_in_italian():
         assert unlock.review_pending(submission(5)).startswith(
             "5 celle di controlli nascosti richiedono un voto manuale (")
         assert unlock.review_pending(submission(5)).endswith(" e altre 2)")
-        assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % di 100 = 95 punti"
-    assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % of 100 = 95 points"
+        assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % di 100 = 95.00 punti"
+    assert unlock.describe_threshold(("percent", 95.0), 100.0) == "95 % of 100 = 95.00 points"
 
 
 def test_unlock_command_speaks_the_course_language(tmp_path, capsys):
@@ -348,12 +387,26 @@ def test_dashboard_page_in_italian(tmp_path):
         meaning = dashboard.html.escape(explain("mask-after-softmax"))
     assert meaning in italian and "softmax" in meaning
     # the same table, the same numbers and fault ids
-    for needle in ("<code>mask-after-softmax</code>", "17.20 / 22", "7.2/12", "ada", "cy"):
+    for needle in ("<code>mask-after-softmax</code>", "17.20 / 22", "7.20/12", "ada", "cy"):
         assert needle in english and needle in italian
     found = sorted(f for f in _english_fragments() if dashboard.html.escape(f) in italian)
     assert found == []
     assert "Studenti per identificativo di errore" in texts
     assert any(t.startswith("la maschera azzera i pesi dopo la softmax") for t in texts)
+
+
+def test_dashboard_figures_print_scores_with_two_decimals():
+    """The figures write each score as the page does, with 2 decimals: the histogram's
+    mean and median (19.60 of 22), the heat map's cells (7.20, 10.00)."""
+    from grader_tests import dashboard
+
+    data = _class_results()
+    scores = dashboard.figure_scores(data)
+    labels = scores.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["mean 19.60", "median 19.60"]
+    heatmap = dashboard.figure_heatmap(data)
+    cells = sorted(t.get_text() for t in heatmap.axes[0].texts)
+    assert cells == ["10.00", "10.00", "12.00", "7.20"]
 
 
 def _one_bug_per_fault():

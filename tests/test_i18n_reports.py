@@ -103,20 +103,24 @@ def test_a_submission_that_fails_to_load_reads_in_italian(tmp_path):
         loaded = submission.load(str(path), cell_time_limit=0.3)
     errors = loaded.cell_errors
     assert errors[0] == (
-        "cella 1: importa scipy, che l'ambiente di valutazione non fornisce (fornisce la "
+        "la cella che inizia con `import scipy`: importa scipy, che l'ambiente di "
+        "valutazione non fornisce (fornisce la "
         "libreria standard di Python e numpy, matplotlib): il codice che lo usa fallisce "
         "durante la valutazione [module-unavailable]")
-    assert errors[1] == "cella 2: è ancora lo stub (solleva NotImplementedError)"
-    assert errors[2] == ("cella 3: fermata dopo 0.3 s (un ciclo che non termina al livello "
-                         "più esterno di una cella?)")
-    assert errors[3] == "cella 4: ZeroDivisionError: division by zero"  # Python's own
+    assert errors[1] == ("la cella che inizia con `raise NotImplementedError()`: è ancora "
+                         "lo stub (solleva NotImplementedError)")
+    assert errors[2] == ("la cella che inizia con `while True:`: fermata dopo 0.3 s (un ciclo "
+                         "che non termina al livello più esterno di una cella?)")
+    assert errors[3] == ("la cella che inizia con `1 / 0`: ZeroDivisionError: division by "
+                         "zero")  # Python's own
     assert _english_in("\n".join(errors)) == []
     with pytest.raises(ModuleNotFoundError) as unavailable:  # worded as Python's own
         loaded.namespace["scipy"].linalg
     assert str(unavailable.value).startswith("No module named 'scipy' when graded")
     # the same in English: the code's own text
     english = submission.load(str(path), cell_time_limit=0.3).cell_errors
-    assert english[1] == "cell 2: still the stub (it raises NotImplementedError)"
+    assert english[1] == ("the cell that starts with `raise NotImplementedError()`: still the "
+                          "stub (it raises NotImplementedError)")
     bad = tmp_path / "broken.ipynb"
     bad.write_text('{"cells": 3}', encoding="utf-8")
     with i18n.use_language("it"), pytest.raises(submission.SubmissionError) as exc:
@@ -156,11 +160,13 @@ def test_the_jailed_worker_loads_in_italian(tmp_path):
     record = grade_job("mario", str(path), "attention", language="it")
     report = GradeReport.from_json(record["report"])
     assert record["cell_errors"][0].startswith(
-        "cella 1: importa scipy, che l'ambiente di valutazione non fornisce")
-    assert record["cell_errors"][1] == ("cella 4: è ancora lo stub (solleva "
-                                        "NotImplementedError)")
-    assert record["flags"] == ["la consegna importa socket (cella 1)",
-                               "la consegna legge le variabili d'ambiente (cella 2)"]
+        "la cella che inizia con `import socket`: importa scipy, che l'ambiente di "
+        "valutazione non fornisce")
+    assert record["cell_errors"][1] == ("la cella che inizia con `raise NotImplementedError()`"
+                                        ": è ancora lo stub (solleva NotImplementedError)")
+    assert record["flags"] == [
+        "la consegna importa socket (la cella che inizia con `import socket`)",
+        "la consegna legge le variabili d'ambiente (la cella che inizia con `import os`)"]
     softmax = report.functions["softmax"]
     assert softmax.score == 0 and softmax.faults == ["not-implemented"]
     with i18n.use_language("it"):
@@ -170,8 +176,9 @@ def test_the_jailed_worker_loads_in_italian(tmp_path):
     assert _english_in(text) == []
     # the same submission in English: the code's text, the same grade
     english = grade_job("mario", str(path), "attention", language="en")
-    assert english["flags"] == ["the submission imports socket (cell 1)",
-                                "the submission reads environment variables (cell 2)"]
+    assert english["flags"] == [
+        "the submission imports socket (the cell that starts with `import socket`)",
+        "the submission reads environment variables (the cell that starts with `import os`)"]
     assert english["report"]["score"] == record["report"]["score"]
 
 

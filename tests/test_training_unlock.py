@@ -27,7 +27,7 @@ def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks,
         newly, already, locked = unlock.unlock(gb, release, unlocked, full)
         assert [v["student"] for v in newly] == ["ada"] and already == []
         reasons = {v["student"]: v["reason"] for v in locked}
-        assert reasons == {"bo": "attention scored 90 / 100, needs 100",
+        assert reasons == {"bo": "attention scored 90.00 / 100, needs 100.00",
                            "cy": "no attention submission in the gradebook",
                            "di": "attention submitted but not graded yet"}
         copied = unlocked / "ada" / "training" / "training.ipynb"
@@ -68,7 +68,7 @@ def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
         assert [v["student"] for v in newly] == ["ada", "bo"] and not unlocked.exists()
         newly, _, locked = unlock.unlock(gb, release, unlocked, unlock.parse_threshold("61"))
         assert [v["student"] for v in newly] == ["ada", "bo"]
-        assert locked[0]["reason"] == "attention scored 60 / 100, needs 61"
+        assert locked[0]["reason"] == "attention scored 60.00 / 100, needs 61.00"
         gb.close()
     with pytest.raises(ValueError):
         unlock.parse_threshold("lots")
@@ -104,7 +104,7 @@ def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebook
                                          "the gradebook"), reasons["eve"]
         assert reasons["fay"].startswith("flagged for review: 1 hidden-check cell needs a "
                                          "manual grade (softmax_hidden_checks)"), reasons["fay"]
-        assert all("attention scored 100 / 100 so far" in r for r in reasons.values())
+        assert all("attention scored 100.00 / 100 so far" in r for r in reasons.values())
         gb.close()
     assert not (unlocked / "eve").exists() and not (unlocked / "fay").exists()
     assert list(json.loads((unlocked / "unlocked.json").read_text())["students"]) == ["ada"]
@@ -147,3 +147,39 @@ def test_an_unsafe_student_id_is_reported_and_one_failure_stops_no_one(tmp_path,
     assert sorted(ledger["students"]) == ["ada", "zoe"]
     assert sorted(p.name for p in unlocked.parent.iterdir()) == ["unlocked"]  # nothing beside
     assert sorted(p.name for p in unlocked.iterdir()) == ["ada", "blocked", "unlocked.json", "zoe"]
+
+
+def test_unlock_prints_scores_with_two_decimals(tmp_path, gradebooks):
+    """A score that is not a whole number reads as the demo's table prints it (87.75), in
+    every reason and in the threshold; the ledger keeps the full score."""
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 27.7464), "bo": (60, 34.125)})
+        threshold = unlock.parse_threshold("90.5%")
+        newly, _, locked = unlock.unlock(gb, release, unlocked, threshold)
+        assert [v["student"] for v in newly] == ["bo"]
+        assert locked[0]["reason"] == "attention scored 87.75 / 100, needs 90.50"
+        assert newly[0]["reason"] == "attention scored 94.12 / 100"
+        assert unlock.describe_threshold(threshold, 100.0) == "90.5 % of 100 = 90.50 points"
+        gb.close()
+    ledger = json.loads((unlocked / "unlocked.json").read_text())
+    assert ledger["students"]["bo"]["attention_score"] == pytest.approx(94.125)
+
+
+def test_unlock_names_a_root_that_is_not_a_folder(tmp_path, capsys):
+    missing = tmp_path / "no-such-course"
+    assert unlock.main(["--root", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{missing} is not a folder. A course folder needs its own "
+                          "nbgrader_config.py: the example class's example/nbgrader_config.py")
+    assert "Traceback" not in err and not missing.exists()
+
+
+def test_unlock_outside_a_course_says_what_a_course_needs(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py")],
+                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("no gradebook: pass --db or run from the course root")
+    assert f"{tmp_path} is not a course: it has no nbgrader_config.py." in result.stderr

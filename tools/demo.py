@@ -57,6 +57,7 @@ from typing import Any
 # child_env: the environment of nbgrader and, through it, of the kernels
 from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
 from grader_tests.config import nbgrader_env as child_env
+from grader_tests.config import not_a_course
 from grader_tests.i18n import _, folder_language, ngettext, use_language
 from grader_tests.report import visible
 
@@ -507,7 +508,8 @@ def summary_json(students: list[str], counts: dict[str, int], results: dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The demo's command line (``python -m tools.demo``); returns the exit status."""
+    """The demo's command line (``python -m tools.demo``); returns the exit status: 0 when
+    it ran, 2 when ``--root`` is not a course folder (the reason on stderr)."""
     parser = argparse.ArgumentParser(prog="python -m tools.demo",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=EXAMPLE,
@@ -520,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
                              "since, install included)")
     args = parser.parse_args(argv)
     with use_language(folder_language(str(args.root.resolve()))):  # the course's language
+        problem = not_a_course(args.root)
+        if problem:  # (nbgrader would stop with a traceback of traitlets)
+            print(_("demo: {problem}").format(problem=problem), file=sys.stderr)
+            return 2
         return run(args)
 
 

@@ -99,7 +99,7 @@
 # 2. Maschera applicata dopo la softmax: le righe dei pesi non sommano più a 1.
 # 3. Reshape e trasposizione nell'ordine sbagliato quando si dividono o riuniscono le teste: forma giusta, teste mescolate.
 # 4. Padding lasciato fuori dalla softmax: i risultati dipendono da come il batch è stato riempito o ordinato.
-# 5. Maschera causale e maschera di padding scambiate, o combinate sull'asse sbagliato.
+# 5. Maschera causale e maschera di padding scambiate, trasposte o combinate sull'asse sbagliato.
 # 6. Softmax sull'asse delle query (`axis=-2`) invece che sulle chiavi.
 # 7. Nessuna informazione di posizione: un modello non sa dove si trova un token (nel compito training, l'accuratezza per sequenza sul compito di copia scende da 1.000 a 0.204).
 # 8. Un controllo del gradiente con un $\varepsilon$ troppo grande: il controllo peggiora al crescere di $\varepsilon$.
@@ -338,11 +338,19 @@ with visible_checks("causal_mask", 5):
     assert isinstance(m, np.ndarray), tr("causal_mask must return a NumPy array, got {type}", type=type(m).__name__)
     assert m.shape == (3, 3), tr("causal_mask(3) must have shape (3, 3), got {shape}", shape=m.shape)
     assert m.dtype == bool, tr("causal_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
-    assert np.array_equal(m, expected), (
-        tr("causal_mask(3) should be\n{expected}\n(row i = query i may see keys j <= i), got\n{m}\nThe "
-            "transpose lets each query see the future (trap 5); swapped True/False means the mask "
-            "was read as True = blocked, while here True means 'may attend'.",
-            expected=expected, m=m))
+    if not np.array_equal(m, expected):
+        if np.array_equal(m, expected.T):  # un suggerimento solo per l'output che spiega
+            hint = tr("This is the transpose: each query sees the future instead of the past (trap 5).")
+        elif np.array_equal(m, ~expected):
+            hint = tr("True and False are swapped: the mask was read as True = blocked, while here "
+                      "True means 'may attend'.")
+        elif np.array_equal(m, np.tril(expected, -1)):
+            hint = tr("The diagonal is False: a token must be allowed to attend to itself.")
+        else:
+            hint = ""
+        raise AssertionError(
+            tr("causal_mask(3) should be\n{expected}\n(row i = query i may see keys j <= i), got\n{m}",
+               expected=expected, m=m) + ("\n" + hint if hint else ""))
     assert causal_mask(1).tolist() == [[True]], tr("causal_mask(1) should be [[True]]: a token sees itself")
 print(tr("{name}: visible checks passed", name='causal_mask'))
 
@@ -386,11 +394,18 @@ with visible_checks("padding_mask", 5):
     assert isinstance(m, np.ndarray), tr("padding_mask must return a NumPy array, got {type}", type=type(m).__name__)
     assert m.shape == (3, 3), tr("padding_mask([2, 0, 3], T=3) must have shape (B, T) = (3, 3), got {shape}", shape=m.shape)
     assert m.dtype == bool, tr("padding_mask must return a boolean array, got dtype {dtype}", dtype=m.dtype)
-    assert np.array_equal(m, expected), (
-        tr("padding_mask([2, 0, 3], 3) should be\n{expected}\n([b, t] True iff t < lengths[b]), "
-            "got\n{m}\nSwapped True/False means the mask was read as True = padded, while here True "
-            "means 'real token'.",
-            expected=expected, m=m))
+    if not np.array_equal(m, expected):
+        if np.array_equal(m, ~expected):  # un suggerimento solo per l'output che spiega
+            hint = tr("True and False are swapped: the mask was read as True = padded, while here "
+                      "True means 'real token'.")
+        elif np.array_equal(m, np.arange(3)[None, :] <= np.array([2, 0, 3])[:, None]):
+            hint = tr("t <= lengths[b] marks the first padded position as a real token; the real "
+                      "tokens are t < lengths[b].")
+        else:
+            hint = ""
+        raise AssertionError(
+            tr("padding_mask([2, 0, 3], 3) should be\n{expected}\n([b, t] True iff t < lengths[b]), "
+               "got\n{m}", expected=expected, m=m) + ("\n" + hint if hint else ""))
     m = padding_mask(np.array([1, 4]), 4)
     assert np.array_equal(m, [[True, False, False, False], [True, True, True, True]]), (
         tr("padding_mask(np.array([1, 4]), 4) should be [[T, F, F, F], [T, T, T, T]], got\n{m}", m=m))
