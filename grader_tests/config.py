@@ -9,7 +9,6 @@ import os
 import sys
 from typing import Any
 
-from .i18n import _
 from .submission import DEFAULT_ALLOWED_MODULES, is_available  # noqa: F401  (re-exported)
 
 
@@ -55,31 +54,6 @@ def allowed_modules(root: str | None = None) -> tuple[str, ...]:
     except OSError:
         stamp = None
     return _allowed_in(root, stamp)
-
-
-def not_a_course(root: str | os.PathLike[str]) -> str | None:
-    """Why the folder ``root`` cannot be used as a course by the instructor's commands, in
-    the current language (``i18n.use_language``), or None when it can: it must be a folder
-    holding its own ``nbgrader_config.py``.
-
-    Args:
-        root: the folder given as the course (``--root``, or the current folder).
-
-    Returns:
-        str, one sentence naming the folder and what it needs (the example class's
-        ``example/nbgrader_config.py`` as the model); None for a course folder.
-    """
-    root = os.path.abspath(os.fspath(root))
-    model = _("A course folder needs its own nbgrader_config.py: the example class's "
-              "example/nbgrader_config.py loads the kit's configuration with "
-              "load_subconfig(...) and sets its own CourseDirectory.root, course_id and "
-              "db_url.")
-    if not os.path.isdir(root):
-        return _("{root} is not a folder. {model}").format(root=root, model=model)
-    if not os.path.isfile(os.path.join(root, "nbgrader_config.py")):
-        return _("{root} is not a course: it has no nbgrader_config.py. {model}").format(
-            root=root, model=model)
-    return None
 
 
 def nbgrader_env() -> dict[str, str]:

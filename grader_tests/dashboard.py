@@ -53,10 +53,17 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, TextIO, cast
 
-from .config import not_a_course
 from .faults import FAULTS, explain  # noqa: F401  (FAULTS re-exported)
-from .i18n import (N_, ArgumentParser, _, course_language, current_language, folder_language,
-                   use_language)
+from .i18n import (
+    N_,
+    ArgumentParser,
+    _,
+    course_language,
+    current_language,
+    folder_language,
+    not_a_course,
+    use_language,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -72,9 +72,17 @@ LEDGER = "unlocked.json"
 Threshold = tuple[str, float | None]
 
 from .batch import alembic_on_path
-from .config import course_config, not_a_course
+from .config import course_config
 from .core import POINTS, grade_id
-from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
+from .i18n import (
+    ArgumentParser,
+    _,
+    course_language,
+    folder_language,
+    ngettext,
+    not_a_course,
+    use_language,
+)
 from .report import visible
 
 # nbgrader grade ids of the hidden cells of `attention` (``softmax_hidden_checks``, ...).

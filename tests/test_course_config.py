@@ -42,7 +42,9 @@ def test_the_feedback_preprocessors_take_the_exporters_options_without_a_warning
     assert "not recognized" not in caplog.text, caplog.text
     kit = [p for p in config.GenerateFeedback.preprocessors
            if not p.__module__.startswith(("nbgrader", "nbconvert"))]
-    assert len(kit) == 2, kit  # the two of the kit: DropHiddenTestMarkers, SanitizeStudentMarkdown
+    # the kit's three: DropHiddenTestMarkers, SanitizeStudentMarkdown, FeedbackLabels
+    assert [p.__name__ for p in kit] == ["DropHiddenTestMarkers", "SanitizeStudentMarkdown",
+                                         "FeedbackLabels"], kit
 
 
 def test_markdown_is_rendered_by_the_kits_filter_and_the_feedback_loads_no_mathjax(config):

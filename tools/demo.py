@@ -57,7 +57,7 @@ from typing import Any
 # child_env: the environment of nbgrader and, through it, of the kernels
 from grader_tests.config import course_directory, nbgrader_config  # noqa: F401  (re-exported)
 from grader_tests.config import nbgrader_env as child_env
-from grader_tests.config import not_a_course
+from grader_tests.i18n import not_a_course
 from grader_tests.i18n import _, folder_language, ngettext, use_language
 from grader_tests.report import visible
 
