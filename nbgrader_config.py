@@ -295,8 +295,11 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # there would hand in any file the instructor can read. The kit's collect
 # (grader_tests.exchange.ExchangeCollect, the same as nbgrader's but for the copy) copies
 # regular files and folders only and leaves out every link, FIFO or device, logging the
-# student and the file.
+# student and the file. It also keeps, as the submission time, the files' inode change
+# time (set by the kernel only) instead of a timestamp.txt the student wrote back more than
+# timestamp_tolerance seconds earlier, noting both in timestamp_note.txt.
 c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
+c.ExchangeCollect.timestamp_tolerance = 10.0
 
 # `nbgrader zip_collect ASSIGNMENT` takes the files a learning platform's "download all
 # submissions" produced (zip archives in downloaded/ASSIGNMENT/archive/, or the files in

@@ -9,7 +9,8 @@ Two of nbgrader's ways in read folders and files that students wrote:
   ``c.ExchangeFactory.collect`` in ``nbgrader_config.py``) copies with
   :func:`copy_submission`, which copies regular files and folders only and refuses, with
   a logged message naming the student and the file, anything else (links, FIFOs,
-  devices).
+  devices). The submission time kept is checked against what the student cannot
+  forge (:func:`settle_timestamp`): the inode change times of the submitted files.
 * ``nbgrader zip_collect`` files the notebooks of a learning platform's download by their
   file names. :class:`CanvasCollector` (``c.ZipCollectApp.collector_plugin``) trusts only
   the names the platform wrote: files unpacked from a student's own archive inside the
@@ -33,9 +34,10 @@ from typing import Any
 from nbgrader.exchange.default import ExchangeCollect as _NbgraderExchangeCollect
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from nbgrader.utils import ignore_patterns, unzip
+from traitlets import Float
 
-__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "copy_submission",
-           "safe_student_id"]
+__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "TIMESTAMP_NOTE",
+           "copy_submission", "safe_student_id", "settle_timestamp"]
 
 _log = logging.getLogger(__name__)
 
@@ -139,12 +141,112 @@ def _copy_meta(st: os.stat_result, path: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+# The note the collect leaves in a collected folder whose timestamp.txt it replaced.
+TIMESTAMP_NOTE = "timestamp_note.txt"
+# Seconds by which the kernel's change time of a submitted file may follow the time in
+# timestamp.txt: nbgrader's submit takes its time, copies the files, writes timestamp.txt
+# and sets the modes, all within the same command.
+TIMESTAMP_TOLERANCE = 10.0
+
+
+def _observed_change(src: str) -> float:
+    """The latest inode change time (``st_ctime``, s since the epoch) of ``src`` and of
+    everything under it, read with ``lstat`` (no link followed)."""
+    latest = os.lstat(src).st_ctime
+    for folder, dirs, files in os.walk(src, followlinks=False):
+        for name in dirs + files:
+            with_ctime = os.lstat(os.path.join(folder, name))
+            latest = max(latest, with_ctime.st_ctime)
+    return latest
+
+
+def settle_timestamp(src: str | os.PathLike, dest: str | os.PathLike, *, who: str = "",
+                     tolerance: float = TIMESTAMP_TOLERANCE,
+                     timestamp_format: str = "%Y-%m-%d %H:%M:%S.%f %Z",
+                     log: logging.Logger | logging.LoggerAdapter | None = None) -> str | None:
+    """Keep in the collected folder ``dest`` a submission time the student could not
+    have forged.
+
+    ``timestamp.txt`` lies in the student's own folder of the inbound ``src``: they can
+    rewrite it. The inode change time (``st_ctime``) of that file and of the submission's
+    other files and folders is set by the kernel only, to the current time, by any write,
+    ``chmod`` or ``utime``. When the time claimed in ``dest/timestamp.txt`` is earlier than
+    the latest change time under ``src`` by more than ``tolerance`` seconds (or there is
+    no readable timestamp), ``dest/timestamp.txt`` gets the change time (the later of the
+    two), a note ``dest/timestamp_note.txt`` (``TIMESTAMP_NOTE``) gives the claimed and the
+    observed time, and a warning naming ``who`` is logged. Otherwise ``dest`` is left as
+    it is (and a ``timestamp_note.txt`` the student handed in is removed: the name is the
+    kit's).
+
+    Args:
+        src: the submission folder in the inbound (read with ``lstat`` only).
+        dest: the collected copy (``submitted/<student>/<assignment>``).
+        who: the student (for the messages).
+        tolerance: seconds (float) the change time may follow the claimed time.
+        timestamp_format: the strftime format the replacement time is written in
+            (nbgrader's ``Exchange.timestamp_format``).
+        log: where to write the warning (default: this module's logger).
+
+    Returns:
+        The note written (str), or None when the claimed time was kept.
+
+    Raises:
+        OSError: ``src`` or ``dest`` cannot be read or written.
+    """
+    from nbgrader.utils import parse_utc
+
+    log = log or _log
+    src, dest = os.fspath(src), os.fspath(dest)
+    observed = datetime.datetime.fromtimestamp(_observed_change(src), datetime.UTC)
+    stamp = os.path.join(dest, "timestamp.txt")
+    claimed_text, claimed = None, None
+    if os.path.isfile(stamp) and not os.path.islink(stamp):
+        with open(stamp, encoding="utf-8", errors="replace") as f:
+            claimed_text = f.read().strip()
+        try:
+            claimed = parse_utc(claimed_text)
+            if claimed.tzinfo is None:
+                claimed = claimed.replace(tzinfo=datetime.UTC)
+        except (ValueError, OverflowError, TypeError):
+            claimed = None
+    note_path = os.path.join(dest, TIMESTAMP_NOTE)
+    if claimed is not None and (observed - claimed).total_seconds() <= tolerance:
+        if os.path.lexists(note_path):
+            os.unlink(note_path)
+        return None
+    if os.path.lexists(stamp):
+        os.unlink(stamp)
+    with open(stamp, "x", encoding="utf-8") as f:
+        f.write(observed.strftime(timestamp_format))
+    note = (f"{who or 'the student'}'s timestamp.txt in the exchange claims "
+            f"{claimed_text!r}, but its files were last changed at "
+            f"{observed:%Y-%m-%d %H:%M:%S} UTC (the inode change time, which only the "
+            f"kernel sets): collected as submitted at that time. If the files were "
+            f"changed by someone else (the exchange copied with cp -a, a chown), put the "
+            f"claimed time back into timestamp.txt by hand and delete this note.")
+    if os.path.lexists(note_path):
+        os.unlink(note_path)
+    with open(note_path, "x", encoding="utf-8") as f:
+        f.write(note + "\n")
+    log.warning("Submission time replaced: %s", note)
+    return note
+
+
 class ExchangeCollect(_NbgraderExchangeCollect):
-    """nbgrader's ``ExchangeCollect`` whose copy follows no link (:func:`copy_submission`).
+    """nbgrader's ``ExchangeCollect`` whose copy follows no link (:func:`copy_submission`)
+    and keeps a submission time the student could not have forged
+    (:func:`settle_timestamp`).
 
     Set in ``nbgrader_config.py`` as ``c.ExchangeFactory.collect``; everything else
     (which submission, ``--update``, ``--before-duedate``, the owner check) is nbgrader's.
+    ``timestamp_tolerance`` (seconds, default 10) is how much later than the claimed time
+    the submitted files' change time may be.
     """
+
+    timestamp_tolerance = Float(TIMESTAMP_TOLERANCE, help=(
+        "Seconds by which the inode change time of a submission's files may follow the "
+        "time in its timestamp.txt; beyond that the change time is the submission "
+        "time (flagged in timestamp_note.txt)")).tag(config=True)
 
     def do_copy(self, src: str, dest: str, log: Any = None) -> None:
         """Copy the submission folder ``src`` of the inbound to ``dest`` (``submitted/``).
@@ -179,6 +281,8 @@ class ExchangeCollect(_NbgraderExchangeCollect):
             self.log.error("Not collected: %s's submission %r became a link", who,
                            os.path.basename(src))
             return
+        settle_timestamp(src, dest, who=who, tolerance=self.timestamp_tolerance,
+                         timestamp_format=self.timestamp_format, log=self.log)
         if self.coursedir.groupshared:  # as nbgrader's do_copy: group read / write back
             for dirname, _, filenames in os.walk(dest):
                 _add_mode(dirname, 0o2770, 0o2777, self.log)

@@ -17,6 +17,11 @@ gradebook and, for each student whose score meets the threshold (default: full m
   lets anyone who can read it list every course in it: on a JupyterHub,
   ``JupyterHubAuthPlugin`` shows a course only to the members of the hub group
   ``nbgrader-<course>`` (the command prints it for each student released to);
+* checks first, without following a link, that the student's course folder and the
+  folders in it are absent (then made, with nbgrader's modes) or the instructor's own
+  (anyone may write in the exchange root and compute the name): a link, a file or another
+  user's folder there is set aside as ``<name>.refused-<time>`` (``release_to_exchange``)
+  and named in the report and the ledger (``exchange_notes``);
 * copies it to ``unlocked/<student>/training/`` as well, for a course that hands folders
   out another way (a learning platform, a per-student repository, a shared drive);
 * records the release in ``unlocked/unlocked.json``.
@@ -136,8 +141,97 @@ def _exchange_config(root: Path, course: str, exchange: str | Path, db_url: str 
     return config
 
 
+class UnsafeExchangeCourse(OSError):
+    """A student's exchange course (or a folder in it) is not a folder of the instructor's
+    and could not be set aside: that student's release is refused."""
+
+
+def _owner_name(uid: int) -> str:
+    """The user name of ``uid`` (the number as text when the machine has no such user)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def _pinned_folder(parent_fd: int, name: str, mode: int, where: str, student: str,
+                   notes: list[str]) -> int:
+    """Open the folder ``name`` of the open folder ``parent_fd`` without following a link,
+    making it (``mode``, as nbgrader would) when absent, and return its descriptor.
+
+    A name that is no real folder owned by this process's user (a symbolic link, a file,
+    another user's folder) is renamed, in the same parent, to ``<name>.refused-<UTC
+    time>`` and a fresh folder made in its place; ``notes`` gets a sentence saying so
+    (the path and the owner). ``where`` is the path shown in the messages.
+
+    Raises:
+        UnsafeExchangeCourse: the name cannot be set aside (nor opened as the folder just
+            checked); the message names ``student`` and ``where``.
+    """
+    import stat as stat_
+
+    uid = os.geteuid()
+    for _attempt in range(3):
+        try:
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent_fd)
+            except FileExistsError:
+                continue  # made meanwhile by someone else: checked again
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+            os.fchmod(fd, mode)  # (mkdir's mode passes the umask and drops set-group-id)
+            return fd
+        if stat_.S_ISDIR(st.st_mode) and st.st_uid == uid:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                             dir_fd=parent_fd)
+            except OSError:
+                continue  # swapped since the check: checked again
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) == (st.st_dev, st.st_ino):
+                return fd
+            os.close(fd)
+            continue
+        kind = (_("a symbolic link") if stat_.S_ISLNK(st.st_mode) else
+                _("a folder") if stat_.S_ISDIR(st.st_mode) else _("a file"))
+        owner = _owner_name(st.st_uid)
+        aside = f"{name}.refused-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}"
+        for n in range(100):
+            candidate = aside if n == 0 else f"{aside}-{n}"
+            try:
+                os.stat(candidate, dir_fd=parent_fd, follow_symlinks=False)
+                continue
+            except FileNotFoundError:
+                pass
+            try:
+                os.rename(name, candidate, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            except OSError as exc:
+                raise UnsafeExchangeCourse(_(
+                    "not released to {student}: {where} is {kind} of {owner}, not a folder "
+                    "of the instructor's, and could not be set aside ({error}); remove it "
+                    "and run the command again").format(student=student, where=where,
+                                                         kind=kind, owner=owner,
+                                                         error=exc)) from exc
+            notes.append(_("{where} was {kind} of {owner}, not a folder of the instructor's: "
+                           "set aside as {aside}, a new one made for {student}; check who "
+                           "made it").format(where=where, kind=kind, owner=owner,
+                                             aside=candidate, student=student))
+            break
+        else:
+            raise UnsafeExchangeCourse(_(
+                "not released to {student}: {where} is {kind} of {owner} and no free name "
+                "was found to set it aside").format(student=student, where=where, kind=kind,
+                                                    owner=owner))
+    raise UnsafeExchangeCourse(_("not released to {student}: {where} keeps changing; run the "
+                                 "command again").format(student=student, where=where))
+
+
 def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
-                        config_dir: str | Path | None = None) -> Path:
+                        config_dir: str | Path | None = None, student: str = "",
+                        notes: list[str] | None = None) -> Path:
     """Release the folder ``release_dir`` through nbgrader's exchange as assignment
     `training` of ``course`` (nbgrader's ``release_assignment``:
     ``<exchange>/<course>/outbound/training``, with the course's ``inbound`` for the
@@ -147,34 +241,104 @@ def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
     that place in a private temporary course root, so that any folder (``--release``,
     whatever its name or parent) is released as `training`.
 
+    The exchange root may be written by every user (nbgrader makes it 0777, with no
+    sticky bit), and the course's name is known to all. Before nbgrader writes anything,
+    ``<course>``, its ``outbound/``, ``inbound/`` and ``outbound/training`` are checked
+    with ``lstat`` and opened with ``O_NOFOLLOW`` one under the other: each must be absent
+    (then made here, with nbgrader's modes) or a real folder of this process's user.
+    Anything else (a link, a file, another user's folder) is renamed to
+    ``<name>.refused-<UTC time>`` and a fresh folder made (a sentence in ``notes``).
+    nbgrader then writes through ``/proc/self/fd`` into the folder opened here, in a
+    private root of its own, so a name swapped after the check is never followed.
+
     Args:
         release_dir: the released notebook folder (``release/training`` by default).
-        exchange: the exchange root (created by nbgrader if missing).
+        exchange: the exchange root (created, 0777 as nbgrader makes it, if missing).
         course: the exchange course (``exchange_course``).
         config_dir: the folder whose ``nbgrader_config.py`` applies (its ``ignore``
             list, ...); default: the course root ``release_dir.parent.parent``.
+        student: the student released to (for the messages).
+        notes: a list that gets a sentence for the instructor per folder set aside.
 
     Returns:
         The outbound folder written.
 
     Raises:
+        UnsafeExchangeCourse: a folder of the course is not the instructor's and could
+            not be set aside (the message names the student and the path).
         nbgrader.exchange.ExchangeError: when nbgrader cannot write the exchange.
         OSError: when ``release_dir`` cannot be read.
     """
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.exchange.default import ExchangeReleaseAssignment
 
+    notes = notes if notes is not None else []
     config_root = Path(config_dir) if config_dir else Path(release_dir).parent.parent
-    with tempfile.TemporaryDirectory(prefix="unlock-training-") as staging:
-        shutil.copytree(release_dir, Path(staging) / "release" / ASSIGNMENT,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-        config = _exchange_config(config_root, course, exchange)
-        config.CourseDirectory.root = staging
-        config.CourseDirectory.release_directory = "release"
-        config.ExchangeReleaseAssignment.force = True
-        coursedir = CourseDirectory(config=config)
-        ExchangeReleaseAssignment(coursedir=coursedir, authenticator=None, config=config).start()
-    return Path(exchange) / course / "outbound" / ASSIGNMENT
+    config = _exchange_config(config_root, course, exchange)
+    shared = bool(CourseDirectory(config=config).groupshared)
+    group = 0o2020 if shared else 0
+    exchange = Path(exchange)
+    if not exchange.exists():  # as nbgrader's ensure_root
+        exchange.mkdir(parents=True)
+        os.chmod(exchange, 0o777 | group)
+    opened: list[int] = []
+    try:
+        root_fd = os.open(exchange, os.O_RDONLY | os.O_DIRECTORY)
+        opened.append(root_fd)
+        course_fd = _pinned_folder(root_fd, course, 0o755 | group, str(exchange / course),
+                                   student, notes)
+        opened.append(course_fd)
+        outbound_fd = _pinned_folder(course_fd, "outbound", 0o755 | group,
+                                     str(exchange / course / "outbound"), student, notes)
+        opened.append(outbound_fd)
+        opened.append(_pinned_folder(course_fd, "inbound", 0o2733 | (0o040 if shared else 0),
+                                     str(exchange / course / "inbound"), student, notes))
+        try:  # an earlier release, replaced by nbgrader (force): checked the same way
+            os.stat(ASSIGNMENT, dir_fd=outbound_fd, follow_symlinks=False)
+            opened.append(_pinned_folder(outbound_fd, ASSIGNMENT, 0o755 | group,
+                                         str(exchange / course / "outbound" / ASSIGNMENT),
+                                         student, notes))
+        except FileNotFoundError:
+            pass
+        with tempfile.TemporaryDirectory(prefix="unlock-training-") as staging:
+            shutil.copytree(release_dir, Path(staging) / "release" / ASSIGNMENT,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+            # nbgrader's root: a private folder (the staging folder is 0700) holding the
+            # course as a link to the folder opened above.
+            private_root = Path(staging) / "exchange"
+            private_root.mkdir()
+            os.chmod(private_root, 0o777 | (0o2000 if shared else 0))  # nbgrader's mode
+            (private_root / course).symlink_to(f"/proc/self/fd/{course_fd}")
+            if not (private_root / course).is_dir():  # no /proc: the checked path itself
+                (private_root / course).unlink()
+                private_root = exchange
+            config.Exchange.root = str(private_root)
+            config.CourseDirectory.root = staging
+            config.CourseDirectory.release_directory = "release"
+            config.ExchangeReleaseAssignment.force = True
+            coursedir = CourseDirectory(config=config)
+            ExchangeReleaseAssignment(coursedir=coursedir, authenticator=None,
+                                      config=config).start()
+    finally:
+        for fd in opened:
+            os.close(fd)
+    return exchange / course / "outbound" / ASSIGNMENT
+
+
+def exchange_course_problem(exchange: str | Path, course: str) -> str | None:
+    """Why the exchange course ``course`` (or its ``inbound/``) is not a real folder owned
+    by this process's user (read with ``lstat``, no link followed), or None when it is."""
+    import stat as stat_
+
+    for path in (Path(exchange) / course, Path(exchange) / course / "inbound"):
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            return f"{path}: {exc.strerror}"
+        if not stat_.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return _("{path} is not a folder of the instructor's (owner {owner})").format(
+                path=path, owner=_owner_name(st.st_uid))
+    return None
 
 
 def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
@@ -201,6 +365,11 @@ def collect_from_exchange(root: Path, exchange: str | Path, students: dict,
         course = record.get("exchange_course")
         if not course or unsafe_student_id(student) or \
                 not (Path(exchange) / course / "inbound").is_dir():
+            continue
+        problem = exchange_course_problem(exchange, course)
+        if problem:  # a link or another user's folder: nothing read through it
+            print(_("not collected from {student}'s exchange course: {problem}").format(
+                student=visible(student), problem=visible(problem)), file=sys.stderr)
             continue
         config = _exchange_config(root, course, exchange, db_url)
         config.CourseDirectory.student_id = student
@@ -476,17 +645,22 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
                         "folder": str(Path(student) / ASSIGNMENT)}
                     if exchange and course_id:  # course_id is set whenever exchange is
                         record["exchange_course"] = exchange_course(course_id, student)
+                        notes: list[str] = []
                         try:
                             release_to_exchange(release_dir, exchange, record["exchange_course"],
-                                                config_dir)
+                                                config_dir, student=student, notes=notes)
                         except Exception as exc:  # noqa: BLE001  (ExchangeError, OSError)
                             # not in the ledger: the next run releases to this student again
                             newly.pop()
-                            locked.append(dict(verdict, reason=(
+                            locked.append(dict(verdict, reason="; ".join([
                                 _("{reason}, but the release to the exchange ({exchange}) failed: "
                                   "{error}; run the command again").format(
-                                      reason=verdict['reason'], exchange=exchange, error=exc))))
+                                      reason=verdict['reason'], exchange=exchange, error=exc),
+                                *notes])))
                             continue
+                        if notes:  # folders set aside: kept in the record, shown in the report
+                            record["exchange_notes"] = notes
+                            verdict["reason"] = "; ".join([verdict["reason"], *notes])
                     ledger["students"][student] = record
                     save_ledger(ledger_path, ledger)  # after each copy: a stop loses nothing
                 except OSError as exc:  # (shutil.Error too) a folder or the ledger unwritable

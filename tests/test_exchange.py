@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -109,7 +110,11 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
         submitted = course / "submitted" / student / "attention"
         assert (submitted / "attention.ipynb").read_bytes() == \
             (ROOT / "example" / "submitted" / example / "attention" / "attention.ipynb").read_bytes()
-        assert (submitted / "timestamp.txt").is_file()
+        (handed_in,) = (exchange / COURSE_ID / "inbound").glob(f"{student}+attention+*")
+        # an honest submission: its own time kept, nothing noted
+        assert (submitted / "timestamp.txt").read_text() == \
+            (handed_in / "timestamp.txt").read_text()
+        assert not (submitted / "timestamp_note.txt").exists()
     nbgrader(["autograde", "attention", "--create"], course)
     nbgrader(["generate_feedback", "attention"], course)
     nbgrader(["release_feedback", "attention"], course)
@@ -190,6 +195,19 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     assert (course / "submitted" / "alice" / "training" / "training.ipynb").read_bytes() == \
         (home / "training" / "training.ipynb").read_bytes()
     assert not (course / "submitted" / "bob" / "training").exists()
+    assert not (course / "submitted" / "alice" / "training" / "timestamp_note.txt").exists()
+    # The same collect there: a timestamp.txt alice rewrites gives way to its change time.
+    (handed_in,) = (exchange / alice_course / "inbound").iterdir()
+    (handed_in / "timestamp.txt").write_text("2025-03-14 16:59:00.000000 UTC")
+    shutil.rmtree(course / "submitted" / "alice" / "training")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
+                           "--collect"], cwd=course, env=env, capture_output=True, text=True,
+                          check=False, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = (course / "submitted" / "alice" / "training" / "timestamp.txt").read_text()
+    assert not kept.startswith("2025-03-14") and kept.startswith(f"{datetime.now(timezone.utc):%Y-}")
+    assert "2025-03-14 16:59:00" in (course / "submitted" / "alice" / "training" /
+                                     "timestamp_note.txt").read_text()
 
 
 @pytest.mark.slow  # runs nbgrader zip_collect

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from traitlets.config import Configurable
 
-from grader_tests.exchange import CanvasCollector, PlatformExtractor, copy_submission, \
-    safe_student_id
+from grader_tests.exchange import TIMESTAMP_NOTE, CanvasCollector, PlatformExtractor, \
+    copy_submission, safe_student_id, settle_timestamp
 from tests.test_attacks_round5 import _collector_regexp
 
 
@@ -45,6 +47,61 @@ def test_copy_submission_refuses_a_folder_that_is_a_link(tmp_path):
     with pytest.raises(OSError):
         copy_submission(tmp_path / "link", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def _submission(tmp_path, claimed: str | None) -> tuple[Path, Path]:
+    """An inbound folder written now (its files' change time: now), with ``claimed`` in
+    its timestamp.txt (None: no timestamp.txt), and its collected copy."""
+    src = tmp_path / "inbound" / "alice+attention+t+x"
+    src.mkdir(parents=True)
+    (src / "attention.ipynb").write_text("mine")
+    if claimed is not None:
+        (src / "timestamp.txt").write_text(claimed)
+    dest = tmp_path / "submitted" / "alice" / "attention"
+    copy_submission(src, dest, who="alice")
+    return src, dest
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+
+
+def test_an_honest_submission_time_is_kept(tmp_path, caplog):
+    claimed = _utc(time.time() - 2)  # nbgrader's submit: the time, then the copy
+    src, dest = _submission(tmp_path, claimed)
+    (dest / TIMESTAMP_NOTE).write_text("the student's own file of that name")
+    with caplog.at_level(logging.WARNING):
+        assert settle_timestamp(src, dest, who="alice") is None
+    assert (dest / "timestamp.txt").read_text() == claimed
+    assert not (dest / TIMESTAMP_NOTE).exists()
+    assert caplog.text == ""
+
+
+def test_a_backdated_or_missing_timestamp_gives_way_to_the_files_change_time(tmp_path,
+                                                                                caplog):
+    from nbgrader.utils import parse_utc
+
+    before = time.time()
+    src, dest = _submission(tmp_path / "backdated", "2025-03-14 16:59:00.000000 UTC")
+    with caplog.at_level(logging.WARNING):
+        note = settle_timestamp(src, dest, who="alice")
+    kept = parse_utc((dest / "timestamp.txt").read_text()).replace(tzinfo=timezone.utc)
+    ctime = os.lstat(src / "timestamp.txt").st_ctime
+    assert abs(kept.timestamp() - ctime) < 1e-3 and kept.timestamp() >= before - 1
+    assert "2025-03-14 16:59:00" in note and f"{kept:%Y-%m-%d %H:%M:%S}" in note
+    assert (dest / TIMESTAMP_NOTE).read_text().strip() == note
+    assert "alice" in caplog.text and "2025-03-14 16:59:00" in caplog.text
+    # no timestamp.txt at all, or none nbgrader can read: the change time too
+    for claimed in (None, "yesterday-ish"):
+        src, dest = _submission(tmp_path / str(claimed), claimed)
+        assert settle_timestamp(src, dest, who="alice") is not None
+        kept = parse_utc((dest / "timestamp.txt").read_text()).replace(tzinfo=timezone.utc)
+        assert kept.timestamp() >= before - 1
+    # a claimed time a minute earlier than the files is beyond the tolerance (10 s)
+    src, dest = _submission(tmp_path / "minute", _utc(time.time() - 60))
+    assert settle_timestamp(src, dest, who="alice") is not None
+    src, dest = _submission(tmp_path / "wide", _utc(time.time() - 60))
+    assert settle_timestamp(src, dest, who="alice", tolerance=120) is None
 
 
 @pytest.mark.parametrize("student_id, safe", [

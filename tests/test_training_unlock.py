@@ -183,3 +183,77 @@ def test_unlock_outside_a_course_says_what_a_course_needs(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("no gradebook: pass --db or run from the course root")
     assert f"{tmp_path} is not a course: it has no nbgrader_config.py." in result.stderr
+
+
+# --- the students' exchange courses, in an exchange root every user may write --------------
+
+
+def test_what_another_user_put_at_a_students_exchange_course_is_set_aside(tmp_path, gradebooks,
+                                                                           monkeypatch):
+    """A link (or a file) at a student's exchange course name, or at a folder under it, is
+    renamed to ``<name>.refused-<time>`` and a fresh folder of the instructor's made: the
+    release goes there, never through the link, and the instructor reads why in the
+    report and the ledger. When it cannot be set aside, that student alone is refused
+    (the path named) and the next run tries again."""
+    import os
+    import stat
+
+    release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
+    exchange = tmp_path / "exchange"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "outbound").mkdir(parents=True)
+    exchange.mkdir()
+    os.chmod(exchange, 0o777)
+    (exchange / unlock.exchange_course("course", "ada")).symlink_to(elsewhere)
+    bo = exchange / unlock.exchange_course("course", "bo")  # the instructor's, from before
+    (bo / "inbound").mkdir(parents=True)
+    os.chmod(bo / "inbound", 0o2733)
+    (bo / "outbound").symlink_to(elsewhere / "outbound")
+    (exchange / unlock.exchange_course("course", "cy")).write_text("a file")
+    full = unlock.parse_threshold("full")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gb = gradebooks(tmp_path / "gradebook.db")
+        set_scores(gb, {"ada": (60, 40), "bo": (60, 40), "cy": (60, 40), "di": (60, 40)})
+
+        def no_rename(*args, **kwargs):
+            raise PermissionError(1, "Operation not permitted")
+
+        with monkeypatch.context() as patched:  # an exchange root that forbids the rename
+            patched.setattr(os, "rename", no_rename)
+            newly, _, locked = unlock.unlock(gb, release, unlocked, full, exchange=exchange,
+                                             course_id="course")
+        assert [v["student"] for v in newly] == ["di"]
+        reasons = {v["student"]: v["reason"] for v in locked}
+        assert sorted(reasons) == ["ada", "bo", "cy"]
+        link = exchange / "course-training-ada"
+        assert f"not released to ada: {link} is a symbolic link of " in reasons["ada"]
+        assert "could not be set aside" in reasons["ada"]
+        assert f"{bo / 'outbound'} is a symbolic link" in reasons["bo"]
+        assert "a file of" in reasons["cy"]
+
+        newly, already, locked = unlock.unlock(gb, release, unlocked, full, exchange=exchange,
+                                               course_id="course")
+        gb.close()
+    assert [v["student"] for v in newly] == ["ada", "bo", "cy"] and locked == []
+    assert list(elsewhere.rglob("*")) == [elsewhere / "outbound"]  # nothing written through
+    names = sorted(p.name for p in exchange.iterdir())
+    assert [n.split(".refused-")[0] for n in names if ".refused-" in n] == \
+        ["course-training-ada", "course-training-cy"]
+    assert (exchange / names[names.index("course-training-ada") + 1]).is_symlink()
+    ledger = json.loads((unlocked / "unlocked.json").read_text())["students"]
+    for student in ("ada", "bo", "cy"):
+        course = exchange / unlock.exchange_course("course", student)
+        assert not course.is_symlink() and stat.S_IMODE(course.stat().st_mode) == 0o755
+        assert course.stat().st_uid == os.geteuid()
+        assert (course / "outbound" / "training" / "training.ipynb").read_bytes() == \
+            (release / "training.ipynb").read_bytes()
+        assert stat.S_IMODE((course / "inbound").stat().st_mode) == 0o2733
+        (note,) = ledger[student]["exchange_notes"]
+        assert "set aside as" in note and "not a folder of the instructor's" in note
+        assert note in {v["student"]: v["reason"] for v in newly}[student]
+    assert "exchange_notes" not in ledger["di"]
+    assert (bo / "outbound").is_dir() and not (bo / "outbound").is_symlink()
+    assert unlock.exchange_course_problem(exchange, "course-training-ada") is None
+    assert "not a folder of the instructor's" in unlock.exchange_course_problem(
+        exchange, names[names.index("course-training-ada") + 1])
