@@ -107,6 +107,67 @@ def _moved(value, step, times, depth=0):
     return value
 
 
+def _refilled(value, fill, depth=0):
+    """``value`` (a new object, same structure and dtypes) with the finite entries of its
+    float64/float32 arrays replaced by ``fill(array) -> array of the same shape``; the
+    non-finite entries (a mask's ``-inf``) and every other leaf kept."""
+    if isinstance(value, np.ndarray):
+        if value.dtype not in NUDGE or value.size == 0:
+            return value
+        return np.where(np.isfinite(value), fill(value).astype(value.dtype), value)
+    if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+        items = [_refilled(v, fill, depth + 1) for v in value]
+        return type(value)(items) if isinstance(value, tuple) else items
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        return {k: _refilled(v, fill, depth + 1) for k, v in value.items()}
+    return value
+
+
+def answers_by_shape(fn, args, kwargs, mine, invoke, reference, rng):
+    """Whether ``fn``'s answer ``mine`` on the graders' call ``(args, kwargs)`` is the one
+    it gives whatever the input's values, and the contract's answer on the input whose
+    values are all equal (zeros): a function that computes its answer from the shape
+    alone (uniform weights over the finite entries, say), honest if wrong, right on the
+    graders' input only because that input is degenerate (rows of equal entries), where
+    the contract's answer is the flat one too. It is no lookup of the graders' answers: a
+    stored answer of a graders' input that is not degenerate is not the contract's answer
+    on the flat input. The checks grade such a function; ``follows_reference`` does not
+    flag it.
+
+    Args:
+        fn, invoke, reference: as for ``follows_reference``.
+        args, kwargs: one recorded call of the graders.
+        mine: ``fn``'s answer on it.
+        rng: numpy Generator for the fresh values.
+
+    Returns:
+        bool.
+    """
+    def fresh(a):
+        finite = a[np.isfinite(a)]
+        size = max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
+        return rng.normal(0.0, size, a.shape)
+
+    flat_args = _refilled(list(args), np.zeros_like)
+    flat_kwargs = _refilled(dict(kwargs), np.zeros_like)
+    try:
+        flat = reference(*copy.deepcopy(flat_args), **copy.deepcopy(flat_kwargs))
+    except Exception:
+        return False
+    flat_error = _error(mine, flat)
+    if flat_error is None or flat_error > RIGHT:
+        return False
+    for _draw in range(2):
+        try:
+            other = invoke(fn, _refilled(list(args), fresh), _refilled(dict(kwargs), fresh))
+        except Exception:
+            return False
+        same = _error(other, mine)
+        if same is None or same > RIGHT:
+            return False
+    return True
+
+
 def _leaves(value, path="result", depth=0):
     """``[(path, array)]`` of the float arrays in a result, and its structure as a string
     (types, shapes, dtypes and dict keys, and the values of integer and boolean leaves
@@ -236,12 +297,46 @@ def probe(fn, recorded, invoke, rng=None, calls=3):
 
 
 
+def _masked(value, depth=0, done=None):
+    """``value`` (a new object) with every other finite entry of its first float array of
+    two or more entries set to ``-inf``, the way a mask hides scores; the rest kept."""
+    done = [False] if done is None else done
+    if isinstance(value, np.ndarray):
+        if done[0] or value.dtype not in NUDGE or int(np.isfinite(value).sum()) < 2:
+            return value
+        done[0] = True
+        flat = value.astype(value.dtype, copy=True).reshape(-1)
+        finite = np.flatnonzero(np.isfinite(flat))
+        flat[finite[1::2]] = -np.inf
+        return flat.reshape(value.shape)
+    if depth < MAX_DEPTH and isinstance(value, (tuple, list)):
+        items = [_masked(v, depth + 1, done) for v in value]
+        return type(value)(items) if isinstance(value, tuple) else items
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        return {k: _masked(v, depth + 1, done) for k, v in value.items()}
+    return value
+
+
+def _varies(invoke, fn, args, kwargs):
+    """True if ``fn(*args, **kwargs)`` returns a float array holding two different values
+    (non-finite entries read as numbers); False if it raises or holds none."""
+    try:
+        result = invoke(fn, args, kwargs)
+    except Exception:
+        return False
+    return any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
+               for _unused, a in _leaves(result)[0])
+
+
 def ignores_its_input(fn, recorded, invoke, reference, calls=12):
     """Whether ``fn`` computes nothing from its input: on every recorded call of the
     graders, each float array it returns holds one value repeated (zeros, a constant),
     while the contract's answer to at least one of those calls does not. Such a function
     would otherwise earn the points of its shape, dtype and side-effect checks. A function
-    that varies its answer anywhere, however wrongly, is left to the other checks.
+    that varies its answer anywhere, however wrongly, is left to the other checks: on the
+    graders' calls, or on the first of them with a float array of two or more finite entries,
+    every other entry of that array set to ``-inf`` (where a mask hides scores: uniform weights over the finite
+    entries, a wrong formula, answer with weights that vary there).
 
     Args:
         fn: the student's function as graded.
@@ -253,7 +348,7 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
     Returns:
         str (what was seen) or None.
     """
-    seen, varied = 0, False
+    seen, varied, tried_masked = 0, False, False
     for args, kwargs in recorded[:calls]:
         try:
             mine = invoke(fn, copy.deepcopy(list(args)), copy.deepcopy(dict(kwargs)))
@@ -267,6 +362,14 @@ def ignores_its_input(fn, recorded, invoke, reference, calls=12):
                for _unused, a in mine_leaves):
             return None  # it answers with values that vary: it computes something
         seen += 1
+        if not tried_masked:
+            done = [False]
+            masked_args, masked_kwargs = _masked(list(args), done=done), _masked(dict(kwargs),
+                                                                                   done=done)
+            if done[0]:
+                tried_masked = True
+                if _varies(invoke, fn, masked_args, masked_kwargs):
+                    return None  # its answer follows where the input is -inf: it computes
         varied = varied or any(a.size > 1 and np.ptp(np.nan_to_num(a.astype(np.float64))) > 0
                                for _unused, a in _leaves(theirs)[0])
     if seen >= 2 and varied:
@@ -422,6 +525,9 @@ def follows_reference(fn, recorded, invoke, reference, rng=None, calls=3):
             # moves with the input as the contract's does.)
             if there is not None and there > WRONG and followed is not None \
                     and math.isfinite(followed) and followed < 0.1 * moved_by:
+                if answers_by_shape(fn, args, kwargs, mine, invoke, reference, rng):
+                    telling -= 1  # a degenerate input, where a flat answer is right: no verdict
+                    break
                 return (_("it gave the right answer on one of the graders' inputs (error "
                           "{here:.1g}) but a wrong one (error {there:.2g}, relative to 1 + the "
                           "largest entry) on the same input moved by a relative {value:.1g}, "

@@ -79,10 +79,13 @@ class FunctionResult:
 
     Attributes:
         name: the graded name.
-        score: float, points earned (``max_score`` times the share of checks passed).
+        score: float, points earned (``max_score`` times the share of checks passed; 0
+            when every value check failed, see ``runner.unscored_properties``).
         max_score: float, the graded name's points in its assignment.
         checks: list of ``CheckResult``, in registration order.
         seconds: float, wall-clock seconds the grading of this name took.
+        note: str, why the score is not the share of checks passed ("" when it is), in
+            the language it was graded in.
     """
 
     name: str
@@ -90,6 +93,7 @@ class FunctionResult:
     max_score: float
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
+    note: str = ""
 
     @property
     def faults(self) -> list[str]:
@@ -102,12 +106,15 @@ class FunctionResult:
 
     def to_json(self) -> dict:
         """JSON-ready dict: ``{"score", "max_score", "checks": [CheckResult dicts]}`` (the
-        score rounded to ``SCORE_DIGITS`` places). The graded name is the key the dict is
-        stored under (``GradeReport``) or the cell it is published by; the seconds are not
-        part of the result a reader gets."""
-        return {"score": round(float(self.score), SCORE_DIGITS),
+        score rounded to ``SCORE_DIGITS`` places), and ``"note"`` when there is one. The
+        graded name is the key the dict is stored under (``GradeReport``) or the cell it is
+        published by; the seconds are not part of the result a reader gets."""
+        data = {"score": round(float(self.score), SCORE_DIGITS),
                 "max_score": float(self.max_score),
                 "checks": [c.to_json() for c in self.checks]}
+        if self.note:
+            data["note"] = self.note
+        return data
 
     @classmethod
     def from_json(cls, data: dict, name: str) -> "FunctionResult":
@@ -117,7 +124,8 @@ class FunctionResult:
             KeyError: ``score`` or ``max_score`` is missing.
         """
         return cls(name, float(data["score"]), float(data["max_score"]),
-                   [CheckResult.from_json(c) for c in data.get("checks", [])])
+                   [CheckResult.from_json(c) for c in data.get("checks", [])],
+                   note=str(data.get("note", "")))
 
 
 @dataclass
@@ -204,6 +212,10 @@ def format_result(r: FunctionResult) -> str:
     lines = [_("{name}: {score:.2f} / {max_score:g} points ({passed} of {total} checks "
                "passed)").format(name=r.name, score=r.score, max_score=r.max_score,
                                  passed=passed, total=len(r.checks))]
+    if r.note:
+        wrapped = textwrap.wrap(_("Note: {note}.").format(note=r.note), REPORT_WIDTH,
+                                break_long_words=False, break_on_hyphens=False)
+        lines.extend(f"  {w}" for w in wrapped)
     for c in r.checks:
         if c.passed:
             lines.append(_("  PASS  {check}").format(check=_(c.name)))

@@ -4,7 +4,10 @@ The runner turns every outcome of a check into a ``report.CheckResult``: a pass,
 ``registry.Fail`` with its fault id, or the student's own exception (``not-implemented``,
 ``crash``, ``module-unavailable``) or a time-out (``timeout``). A function's score is
 ``points * passed / total`` over its checks (partial credit), with the points of the
-graded name in its ``assignments.Assignment``; a bug in one function costs only that
+graded name in its ``assignments.Assignment``, except that its property checks
+(``registry.PROPERTY``: dtype, shape, no change to the inputs, an invariance a constant
+has) count only when at least one of its value checks passes: a function that computes
+the right values nowhere scores 0, its report naming why (``unscored_properties``); a bug in one function costs only that
 function's points (``guard.isolate``). One runner serves every assignment.
 """
 
@@ -25,7 +28,7 @@ from .guard import (CALL_TIME_LIMIT, SPEC_FUNCTIONS, Session, StubHit, StudentTi
 from .integrity import (borrowed_file, borrowed_reference, environment_problems,
                         is_protected_module)
 from .i18n import _
-from .registry import CHECKS, Fail
+from .registry import CHECKS, KIND, PROPERTY, VALUE, Fail
 from .report import CheckResult, FunctionResult
 
 try:  # Hypothesis's own "the test is not reproducible" errors
@@ -158,9 +161,41 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
             if constant:
                 return _all_failed(name, registered, "not-implemented",
                                    f"{name}: {constant}.", max_score, started)
-    passed = sum(r.passed for r in results)
-    score = max_score * passed / len(results) if results else 0.0
-    return FunctionResult(name, score, max_score, results, time.perf_counter() - started)
+    score, note = _score(registered, results, max_score)
+    return FunctionResult(name, score, max_score, results, time.perf_counter() - started,
+                          note)
+
+
+def unscored_properties(kinds: list[str], passed: list[bool]) -> bool:
+    """Whether the property checks of a graded name score nothing: it has value checks
+    and every one of them failed, while a property check passed (the passes a function
+    that computes nothing from its input can earn).
+
+    Args:
+        kinds: the kind of each check (``registry.VALUE`` or ``registry.PROPERTY``).
+        passed: whether each check passed, in the same order.
+
+    Returns:
+        bool.
+    """
+    value = [ok for kind, ok in zip(kinds, passed) if kind == VALUE]
+    prop = [ok for kind, ok in zip(kinds, passed) if kind == PROPERTY]
+    return bool(value) and not any(value) and any(prop)
+
+
+def _score(registered: list, results: list[CheckResult],
+           max_score: float) -> tuple[float, str]:
+    """The points of a graded name's results, and the report's note on them ("" or why
+    the passed property checks score nothing)."""
+    if not results:
+        return 0.0, ""
+    kinds = [KIND.get(fn, VALUE) for _title, fn in registered]
+    passed = [r.passed for r in results]
+    if unscored_properties(kinds, passed):
+        return 0.0, _("the checks of its shape, dtype, side effects and invariances score only "
+                      "when the function computes the right values somewhere: every value "
+                      "check failed, so they earn nothing")
+    return max_score * sum(passed) / len(results), ""
 
 
 def _run_check(name: str, title: str, check: Callable, target: object,

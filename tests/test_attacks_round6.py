@@ -287,9 +287,6 @@ CONSTANTS = textwrap.dedent('''
 
 @pytest.mark.slow  # grades seven functions in the jail
 @needs_jail
-@pytest.mark.xfail(strict=True, reason="functions returning constants (zeros, all-True masks) "
-                                       "earn 14.15 points, unflagged, from checks of "
-                                       "properties a constant has")
 def test_functions_that_ignore_their_inputs_earn_nothing(tmp_path):
     from grader_tests.sandbox import grade_isolated
 

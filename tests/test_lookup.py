@@ -255,6 +255,62 @@ def test_a_function_that_raises_off_the_graders_inputs_is_flagged():
     assert message and "raised KeyError" in message
 
 
+# An honest but wrong softmax: uniform weights over the finite entries, computed from the
+# input's finiteness and shape. It is right wherever every slice holds equal entries (the
+# graders draw such inputs), and a move of the input leaves its answer where it was: no
+# lookup, a wrong formula.
+UNIFORM_SOFTMAX = '''
+def softmax(scores, axis=-1):
+    finite = np.isfinite(scores)
+    count = finite.sum(axis=axis, keepdims=True)
+    return np.where(finite, 1.0, 0.0) / np.maximum(count, 1)
+'''
+
+
+@pytest.mark.parametrize("mode", ["in-process", pytest.param("isolated", marks=pytest.mark.slow)])
+def test_an_honest_softmax_with_uniform_weights_is_graded_not_flagged(mode, tmp_path):
+    result, flags = grade(REFERENCE + "\n" + UNIFORM_SOFTMAX, "softmax", mode, tmp_path)
+    assert "tampering" not in result.faults, [c.message for c in result.checks]
+    assert flags in (None, []), flags
+    by_title = {c.name: c for c in result.checks}
+    # graded on its own: its value checks fail, the properties it has pass
+    assert not by_title["matches exp(s - max) / sum over the requested axis (random shapes "
+                        "and axes)"].passed
+    assert not by_title["no overflow or NaN for scores up to +-1e4 (float32 and float64)"].passed
+    assert by_title["does not modify its argument"].passed
+    assert by_title["by default every row sums to 1 over the last axis (the keys)"].passed
+    assert 0 <= result.score < result.max_score
+
+
+def test_a_flat_answer_is_no_lookup_but_a_stored_one_is():
+    """``follows_reference`` on a call of equal entries per row: the uniform softmax is
+    right there and does not move, like a nearest-entry table, but its answer is the same
+    on any values and is the contract's answer on the flat input: no verdict. A table
+    that stores a generic input's answer is still named."""
+    space = {"np": np}
+    exec(UNIFORM_SOFTMAX, space)
+    uniform = space["softmax"]
+    invoke = lambda fn, a, k: fn(*a, **k)  # noqa: E731
+    flat = np.array([[0.5, 0.5, 0.5], [2.0, 2.0, 2.0]])
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        assert lookup.follows_reference(uniform, [((flat.copy(),), {})], invoke, ref.softmax,
+                                        rng=rng) is None
+        assert lookup.answers_by_shape(uniform, (flat,), {}, uniform(flat), invoke,
+                                       ref.softmax, rng)
+    known = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.75]])
+    stored = ref.softmax(known)
+
+    def table(scores, axis=-1):  # the one stored answer, for any input of its shape
+        return stored.copy()
+
+    assert not lookup.answers_by_shape(table, (known,), {}, stored, invoke, ref.softmax,
+                                       np.random.default_rng(0))
+    message = lookup.follows_reference(table, [((known.copy(),), {})] * 12, invoke, ref.softmax,
+                                       rng=np.random.default_rng(0))
+    assert message and "lookup of the nearest stored answer" in message, message
+
+
 # every wrong function of the catalogue (a hundred gradings with nudges): the slow lane
 @pytest.mark.parametrize("entry", [("reference", None)] + [("correct", c.id) for c in CORRECT]
                          + [pytest.param(("bug", b.id), marks=pytest.mark.slow) for b in BUGS],

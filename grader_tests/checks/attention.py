@@ -11,7 +11,7 @@ from solutions import attention as ref
 from .. import strategies as S
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, unpack, worst_difference)
 from ._variants import SDPA_FAULTS, mha_candidates, sdpa_variant
@@ -192,6 +192,14 @@ def sdpa_padding_invariance(fn):
                             "arbitrary K and V changed the outputs of the real positions "
                             "({worst_difference}). Likely cause: {why}.").format(SDPA=SDPA,
                               worst_difference=worst_difference(pad_out, base_out), why=_(why)))
+    # and the real keys do change the outputs (an answer that ignores its input, zeros say,
+    # would be "invariant" too): their values moved, the outputs move
+    moved_out, _unused = _call_sdpa(fn, Q, K_pad, V_pad + np.where(mask[:, None], 1.0, 0.0), mask)
+    if allclose(moved_out, pad_out, rtol=1e-9, atol=1e-12):
+        raise Fail("other", _("{SDPA}: with the padding mask [T, T, T, F, F], adding 1 to every "
+                              "value of the real keys (V) left the outputs as they were; the "
+                              "outputs are the weights times V, so they must move by 1 (the "
+                              "weights of a row sum to 1).").format(SDPA=SDPA))
 
 
 @check(SDPA, N_("a fully masked row gives zero weights and a zero output, never NaN"))
@@ -240,13 +248,13 @@ def sdpa_scale_flag(fn):
     _expect_sdpa(fn, Q, K, V, scale=False, what=f"{SDPA}(..., scale=False)")
 
 
-@check(SDPA, N_("float32 in, float32 out"))
+@check(SDPA, N_("float32 in, float32 out"), kind=PROPERTY)
 def sdpa_keeps_float32(fn):
     dtype_check(fn, lambda dt: (_qkv(18, (2,), 3, 4, 4, 2, dt), {"mask": ref.causal_mask(4)[:3]}),
                 lambda res: list(zip(("out", "weights"), unpack(res, 2, SDPA))), SDPA)
 
 
-@check(SDPA, N_("does not modify Q, K, V or the mask"))
+@check(SDPA, N_("does not modify Q, K, V or the mask"), kind=PROPERTY)
 def sdpa_no_mutation(fn):
     Q, K, V = _qkv(19, (2,), 4, 4, 3, 2)
     mutation_check(fn, (Q, K, V), {"mask": ref.causal_mask(4)}, SDPA, ["Q", "K", "V"])
@@ -311,7 +319,7 @@ def mha_batch_mask(fn):
     _expect_mha(fn, X, Ws, 4, mask, what=_("{MHA} with a (3, 5, 5) mask").format(MHA=MHA))
 
 
-@check(MHA, N_("permutation equivariance: attn(PX) = P attn(X) without a mask"))
+@check(MHA, N_("permutation equivariance: attn(PX) = P attn(X) without a mask"), kind=PROPERTY)
 def mha_permutation_equivariance(fn):
     X, Ws = _mha_inputs(24, B=2, T=5)
     perm = np.array([3, 0, 4, 1, 2])
@@ -330,13 +338,13 @@ def mha_permutation_equivariance(fn):
                                      tolist=perm.tolist(), max=np.abs(Y_perm - Y[:, perm]).max()))
 
 
-@check(MHA, N_("float32 in, float32 out"))
+@check(MHA, N_("float32 in, float32 out"), kind=PROPERTY)
 def mha_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((*((lambda X, Ws: (X, *Ws))(*_mha_inputs(25, dtype=dt))), 2), {}),
                 lambda res: list(zip(("Y", "weights"), unpack(res, 2, MHA))), MHA)
 
 
-@check(MHA, N_("does not modify X, the weights or the mask"))
+@check(MHA, N_("does not modify X, the weights or the mask"), kind=PROPERTY)
 def mha_no_mutation(fn):
     X, Ws = _mha_inputs(26)
     mutation_check(fn, (X, *Ws, 2), {"mask": ref.causal_mask(4)}, MHA,

@@ -18,7 +18,7 @@ from solutions import attention as ref
 from .. import gradcheck
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, mutation_check, rng, unpack, worst_difference)
 from ._variants import mha_candidates, mha_variant
@@ -110,7 +110,7 @@ def forward_unscaled(fn):
     _expect_forward(fn, _x(54), _params(55), 2, scale=False, what=f"{FWD}(scale=False)")
 
 
-@check(FWD, N_("causal: the output at position t does not depend on later tokens"))
+@check(FWD, N_("causal: the output at position t does not depend on later tokens"), kind=PROPERTY)
 def forward_no_future_leak(fn):
     x, params = _x(56, T=6), _params(57)
     x2 = x.copy()
@@ -135,7 +135,7 @@ def forward_no_future_leak(fn):
                                           max=np.abs(y1[:, :3] - y2[:, :3]).max()))
 
 
-@check(FWD, N_("permutation equivariance without the causal mask"))
+@check(FWD, N_("permutation equivariance without the causal mask"), kind=PROPERTY)
 def forward_equivariance(fn):
     x, params = _x(59, T=5), _params(60)
     perm = np.array([2, 4, 0, 3, 1])
@@ -177,13 +177,13 @@ def forward_large_scores(fn):
         _expect_forward(fn, x, params, 2, causal=causal, what=what)
 
 
-@check(FWD, N_("float32 in, float32 out"))
+@check(FWD, N_("float32 in, float32 out"), kind=PROPERTY)
 def forward_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((_x(61, dtype=dt), _params(62, dtype=dt), 2), {}),
                 lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
 
 
-@check(FWD, N_("does not modify x or params"))
+@check(FWD, N_("does not modify x or params"), kind=PROPERTY)
 def forward_no_mutation(fn):
     mutation_check(fn, (_x(63), _params(64), 2), {}, FWD, ["x", "params", "n_heads"])
 
@@ -387,7 +387,7 @@ def backward_unscaled(fn):
                 causal=False, scale=False, B=3, T=3, h=4)
 
 
-@check(BWD, N_("float32 in, float32 out (dx and every gradient)"))
+@check(BWD, N_("float32 in, float32 out (dx and every gradient)"), kind=PROPERTY)
 def backward_keeps_float32(fn):
     x, params = _x(90, dtype=np.float32), _params(91, dtype=np.float32)
     _unused, cache = student_cache(FWD, x, params, 2)
@@ -403,7 +403,7 @@ def backward_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((G, cache), {}), outputs, BWD)
 
 
-@check(BWD, N_("does not modify dy or the cache"))
+@check(BWD, N_("does not modify dy or the cache"), kind=PROPERTY)
 def backward_no_mutation(fn):
     x, params = _x(93), _params(94)
     _unused, cache = student_cache(FWD, x, params, 2)

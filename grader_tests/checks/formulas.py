@@ -5,7 +5,7 @@ import numbers
 
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 
 PARAMS, KV = "block_param_count", "kv_cache_bytes"
 
@@ -67,7 +67,7 @@ def params_explicit_dff(fn):
                                           d_ff=d_ff, got=got, expected=expected))
 
 
-@check(PARAMS, N_("returns an int"))
+@check(PARAMS, N_("returns an int"), kind=PROPERTY)
 def params_int(fn):
     _as_int(call(fn, 16), f"{PARAMS}(16)", "param-count")
 

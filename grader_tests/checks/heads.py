@@ -9,7 +9,7 @@ from solutions import attention as ref
 from .. import strategies as S
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import as_array, dtype_check, expect_shape, fmt, mutation_check
 
 SPLIT, MERGE = "split_heads", "merge_heads"
@@ -41,7 +41,7 @@ def split_matches_definition(fn):
                                          expected=expected[index]))
 
 
-@check(SPLIT, N_("raises ValueError when d is not divisible by n_heads"))
+@check(SPLIT, N_("raises ValueError when d is not divisible by n_heads"), kind=PROPERTY)
 def split_rejects_bad_heads(fn):
     M = _labelled(2, 3, 6)
     try:
@@ -69,12 +69,12 @@ def split_edge_shapes(fn):
                                          h=h))
 
 
-@check(SPLIT, N_("float32 in, float32 out"))
+@check(SPLIT, N_("float32 in, float32 out"), kind=PROPERTY)
 def split_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((_labelled(2, 3, 4, dt), 2), {}), lambda out: [("M", out)], SPLIT)
 
 
-@check(SPLIT, N_("does not modify M"))
+@check(SPLIT, N_("does not modify M"), kind=PROPERTY)
 def split_no_mutation(fn):
     mutation_check(fn, (_labelled(2, 3, 4), 2), {}, SPLIT, ["M", "n_heads"])
 
@@ -135,12 +135,12 @@ def merge_edge_shapes(fn):
                                        "place.").format(MERGE=MERGE, shape=shape))
 
 
-@check(MERGE, N_("float32 in, float32 out"))
+@check(MERGE, N_("float32 in, float32 out"), kind=PROPERTY)
 def merge_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((np.ones((2, 2, 3, 2), dtype=dt),), {}), lambda out: [("M", out)],
                 MERGE)
 
 
-@check(MERGE, N_("does not modify M"))
+@check(MERGE, N_("does not modify M"), kind=PROPERTY)
 def merge_no_mutation(fn):
     mutation_check(fn, (np.arange(24.0).reshape(2, 2, 3, 2),), {}, MERGE, ["M"])

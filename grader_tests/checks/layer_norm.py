@@ -26,7 +26,7 @@ from .. import gradcheck
 from .. import strategies as S
 from ..guard import StubHit, StudentTimeout, call, crash_fault, peer
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
                     expect_shape, fmt, mutation_check, rng, unpack, worst_difference)
 
@@ -151,7 +151,7 @@ def forward_normalises(fn):
     prop()
 
 
-@check(FWD, N_("float32 in, float32 out"))
+@check(FWD, N_("float32 in, float32 out"), kind=PROPERTY)
 def forward_keeps_float32(fn):
     dtype_check(fn, lambda dt: (_inputs(33, (2, 3, 4), dt), {}),
                 lambda res: [("y", unpack(res, 2, FWD)[0])], FWD)
@@ -179,7 +179,7 @@ def forward_float32_values(fn):
             raise Fail(fault or "layer-norm-variance", message)
 
 
-@check(FWD, N_("does not modify x, gamma or beta"))
+@check(FWD, N_("does not modify x, gamma or beta"), kind=PROPERTY)
 def forward_no_mutation(fn):
     mutation_check(fn, _inputs(34, (2, 3, 4)), {}, FWD, ["x", "gamma", "beta"])
 
@@ -378,7 +378,7 @@ def backward_any_rank(fn):
         _check_backward(fn, shape, seed)
 
 
-@check(BWD, N_("float32 in, float32 out (dx, dgamma, dbeta)"))
+@check(BWD, N_("float32 in, float32 out (dx, dgamma, dbeta)"), kind=PROPERTY)
 def backward_keeps_float32(fn):
     x, gamma, beta = _inputs(45, (2, 3, 4), np.float32)
     _unused, cache = student_cache(FWD, x, gamma, beta)
@@ -387,7 +387,7 @@ def backward_keeps_float32(fn):
                 lambda res: list(zip(("dx", "dgamma", "dbeta"), unpack(res, 3, BWD))), BWD)
 
 
-@check(BWD, N_("does not modify dy or the cache"))
+@check(BWD, N_("does not modify dy or the cache"), kind=PROPERTY)
 def backward_no_mutation(fn):
     x, gamma, beta = _inputs(47, (2, 3, 4))
     _unused, cache = student_cache(FWD, x, gamma, beta)

@@ -7,7 +7,7 @@ from solutions import attention as ref
 
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import as_array, expect_shape, fmt, mutation_check, rng
 
 
@@ -50,12 +50,12 @@ def causal_matches_definition(fn):
                               + (_(" Likely cause: {why}.").format(why=_(why)) if why else ""))
 
 
-@check("causal_mask", N_("returns a boolean array"))
+@check("causal_mask", N_("returns a boolean array"), kind=PROPERTY)
 def causal_is_bool(fn):
     _bool_result(call(fn, 4), "causal_mask(4)")
 
 
-@check("causal_mask", N_("shape (T, T), including T = 1 and T = 0"))
+@check("causal_mask", N_("shape (T, T), including T = 1 and T = 0"), kind=PROPERTY)
 def causal_shapes(fn):
     for T in (0, 1, 3):
         got = as_array(call(fn, T), _("causal_mask({T})").format(T=T))
@@ -102,13 +102,13 @@ def padding_matches_definition(fn):
                                  _(" Positions t = 0 .. lengths[b]-1 are real tokens.")))
 
 
-@check("padding_mask", N_("returns a boolean array of shape (B, T)"))
+@check("padding_mask", N_("returns a boolean array of shape (B, T)"), kind=PROPERTY)
 def padding_is_bool(fn):
     got = _bool_result(call(fn, [2, 3], 4), "padding_mask([2, 3], 4)")
     expect_shape(got, (2, 4), _("padding_mask([2, 3], 4)"))
 
 
-@check("padding_mask", N_("does not modify lengths"))
+@check("padding_mask", N_("does not modify lengths"), kind=PROPERTY)
 def padding_no_mutation(fn):
     mutation_check(fn, (np.array([3, 1, 2]), 4), {}, "padding_mask", ["lengths", "T"])
 
@@ -169,14 +169,14 @@ def combine_matches_definition(fn):
                               + (_(" Likely cause: {why}.").format(why=_(why)) if why else ""))
 
 
-@check("combine_masks", N_("returns a boolean array of shape (B, T, T)"))
+@check("combine_masks", N_("returns a boolean array of shape (B, T, T)"), kind=PROPERTY)
 def combine_is_bool(fn):
     got = _bool_result(call(fn, ref.causal_mask(4), _random_padding(2, 4, 3)),
                        "combine_masks(causal, padding)")
     expect_shape(got, (2, 4, 4), _("combine_masks(causal (4, 4), padding (2, 4))"))
 
 
-@check("combine_masks", N_("does not modify its arguments"))
+@check("combine_masks", N_("does not modify its arguments"), kind=PROPERTY)
 def combine_no_mutation(fn):
     mutation_check(fn, (ref.causal_mask(4), _random_padding(2, 4, 4)), {}, "combine_masks",
                    ["causal", "padding"])

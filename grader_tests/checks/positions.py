@@ -6,7 +6,7 @@ from solutions import attention as ref
 
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import as_array, expect_shape, fmt
 
 NAME = "sinusoidal_positions"
@@ -51,7 +51,7 @@ def positions_long(fn):
     _expect(fn, 2048, 8)
 
 
-@check(NAME, N_("returns float64 of shape (T, d)"))
+@check(NAME, N_("returns float64 of shape (T, d)"), kind=PROPERTY)
 def positions_dtype(fn):
     got = as_array(call(fn, 4, 6), _("{NAME}(4, 6)").format(NAME=NAME))
     expect_shape(got, (4, 6), _("{NAME}(4, 6)").format(NAME=NAME))

@@ -11,7 +11,7 @@ from solutions import attention as ref
 from .. import strategies as S
 from ..guard import StubHit, StudentTimeout, call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
                     mutation_check, rng, worst_difference)
 
@@ -194,7 +194,7 @@ def matches_definition(fn):
     prop()
 
 
-@check(NAME, N_("by default every row sums to 1 over the last axis (the keys)"))
+@check(NAME, N_("by default every row sums to 1 over the last axis (the keys)"), kind=PROPERTY)
 def default_axis_is_last(fn):
     x = rng(1).normal(size=(2, 3, 4)) * 3  # T_q = 3 queries, T_k = 4 keys
     got = _softmax(fn, x)
@@ -284,7 +284,7 @@ def empty_row_gives_zeros(fn):
                            x=fmt(x), got=fmt(got), expected=fmt(expected)))
 
 
-@check(NAME, N_("float32 in, float32 out"))
+@check(NAME, N_("float32 in, float32 out"), kind=PROPERTY)
 def keeps_float32(fn):
     x = rng(2).normal(size=(3, 4))
     with _probing_crashes(fn, x):
@@ -292,14 +292,14 @@ def keeps_float32(fn):
                     NAME)
 
 
-@check(NAME, N_("does not modify its argument"))
+@check(NAME, N_("does not modify its argument"), kind=PROPERTY)
 def no_mutation(fn):
     x = rng(3).normal(size=(3, 5)) * 5
     with _probing_crashes(fn, x):
         mutation_check(fn, (x,), {}, NAME, ["scores"])
 
 
-@check(NAME, N_("output has the input's shape for any number of axes"))
+@check(NAME, N_("output has the input's shape for any number of axes"), kind=PROPERTY)
 def shape_any_rank(fn):
     for shape in ((5,), (1, 1), (2, 3, 4), (2, 1, 3, 2)):
         x = rng(4).normal(size=shape)

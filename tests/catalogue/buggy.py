@@ -330,7 +330,10 @@ BUGS = [
             # allowed if the causal mask OR the padding allows it
             return np.logical_or(causal[None, :, :], padding[:, None, :])
         ''', "OR is the rule for True = blocked masks; with True = may attend it lets "
-             "padded keys and the future in", not_faults=("other",), points=2.0),
+             "padded keys and the future in", not_faults=("other",),
+        # wrong on both value checks: its boolean (B, T, T) result and untouched inputs
+        # (docs/contract.md section 2, property checks) earn nothing beside no right value
+        points=0.0),
     Bug("sdpa-mask-inverted", "scaled_dot_product_attention", "mask-inverted", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2)
@@ -390,7 +393,9 @@ BUGS = [
             positions = np.arange(T)
             return positions[np.newaxis, :] <= np.asarray(lengths)[:, np.newaxis]
         ''', "t <= lengths[b]: the first padded position counts as a real token",
-        not_faults=("other",), points=2.0),
+        # wrong on its one value check: its boolean (B, T) result and untouched lengths
+        # (docs/contract.md section 2, property checks) earn nothing beside no right value
+        not_faults=("other",), points=0.0),
     Bug("sdpa-ignores-mask", "scaled_dot_product_attention", "padding-ignored", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2)
