@@ -791,7 +791,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     ``np.random.default_rng(EVAL_SEED)``, the same for every seed. Adam is elementwise,
     so one call of ``ops.adam_step`` on the concatenation of every parameter is the same
     step as one call per tensor; the loop keeps the parameters in one flat vector
-    (``flatten``/``unflatten``) and saves a few hundred small NumPy calls per step.
+    (``flatten``/``unflatten``) and saves a few hundred small NumPy calls per step. When
+    ``ops.adam_step`` is ``fast_adam_step`` that step is taken in place on the vector
+    (``_adam_in_place``: the same numbers, no new vectors, the parameters views into it).
 
     Args:
         task: ``"copy"`` or ``"sort"``.
@@ -835,6 +837,10 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     keys = list(params)
     theta = flatten(params, keys)                        # every parameter, one vector
     state = adam_init({"theta": theta})
+    in_place = ops.adam_step is fast_adam_step           # the same step, in place
+    if in_place:
+        params = unflatten(theta, params, keys)          # views, updated with theta
+        gradient, work = np.empty_like(theta), np.empty_like(theta)
     losses = np.empty(steps)
     loss_and_grads = getattr(ops, "loss_and_grads", None)   # a faster path of the 3 calls
     for step in range(steps):
@@ -845,10 +851,15 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
             grads = ops.model_backward(dlogits, cache, ops)
         else:
             loss, grads = loss_and_grads(params, inputs, targets, loss_mask, config, ops)
-        new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)}, state,
-                                   lr=lr)
-        theta = new["theta"]
-        params = unflatten(theta, params, keys)
+        if in_place:
+            np.concatenate([grads[k].ravel() for k in keys], out=gradient)
+            state["t"] = _adam_in_place(theta, gradient, state["m"]["theta"],
+                                        state["v"]["theta"], state["t"], work, lr=lr)
+        else:
+            new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)},
+                                       state, lr=lr)
+            theta = new["theta"]
+            params = unflatten(theta, params, keys)
         losses[step] = loss
         if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
             progress(step + 1)
@@ -1786,6 +1797,43 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
         new_params[name] = p - work
         m_new[name], v_new[name] = m, v
     return new_params, {"t": t, "m": m_new, "v": v_new}
+
+
+def _adam_in_place(theta, g, m, v, t, work, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    """``fast_adam_step`` on one flat vector, **in place**: the same operations in the same
+    order (so the same numbers to the last bit), with ``theta``, ``m`` and ``v`` overwritten
+    and ``work`` as scratch instead of new arrays. ``train`` uses it when ``ops.adam_step``
+    is ``fast_adam_step``: the parameters stay views into ``theta`` and no new vector is
+    allocated or cut into views at every step.
+
+    Args:
+        theta, g, m, v, work: float vectors ``(n,)`` of one dtype (parameters, gradient,
+            moments, scratch); ``g`` is only read.
+        t: int, the steps taken so far (``state["t"]``).
+        lr, beta1, beta2, eps: floats, as ``adam_step``.
+
+    Returns:
+        int: ``t + 1``, the new step count.
+
+    Raises:
+        ValueError: if the vectors' shapes differ.
+    """
+    t += 1
+    root_correction = math.sqrt(1.0 - beta2 ** t)
+    step_size = lr / (1.0 - beta1 ** t) * root_correction
+    np.multiply(g, 1 - beta1, out=work)
+    m *= beta1
+    m += work
+    np.multiply(g, g, out=work)
+    work *= 1 - beta2
+    v *= beta2
+    v += work
+    np.sqrt(v, out=work)
+    work += eps * root_correction                                     # c2 (sqrt(v_hat) + eps)
+    np.divide(m, work, out=work)
+    work *= step_size
+    theta -= work
+    return t
 
 
 def _loss_start(loss_mask):

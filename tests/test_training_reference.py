@@ -130,6 +130,43 @@ def test_adam_step_by_hand():
     assert new2["w"][0] == pytest.approx(expected, abs=1e-12) and state2["t"] == 2
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_in_place_is_fast_adam_step_to_the_last_bit(dtype):
+    """``train``'s in-place Adam (one flat vector, moments and parameters overwritten) gives
+    the numbers of ``fast_adam_step`` exactly, step after step, and the new step count."""
+    rng = np.random.default_rng(3)
+    theta = rng.standard_normal(50).astype(dtype)
+    state = tr.adam_init({"theta": theta})
+    flat = theta.copy()
+    m, v, work, t = np.zeros_like(flat), np.zeros_like(flat), np.empty_like(flat), 0
+    for _ in range(4):
+        g = (rng.standard_normal(50) * 10.0 ** rng.integers(-6, 2, size=50)).astype(dtype)
+        new, state = tr.fast_adam_step({"theta": theta}, {"theta": g}, state, lr=0.01)
+        theta = new["theta"]
+        t = tr._adam_in_place(flat, g, m, v, t, work, lr=0.01)
+        assert t == state["t"] and flat.dtype == dtype
+        assert np.array_equal(flat, theta) and not np.array_equal(flat, g)
+        assert np.array_equal(m, state["m"]["theta"]) and np.array_equal(v, state["v"]["theta"])
+
+
+def test_training_with_in_place_adam_equals_the_adam_step_calls():
+    """``train`` updates the parameters in place when ``ops.adam_step`` is ``fast_adam_step``;
+    with the same function behind another name (so ``ops.adam_step`` is called every step)
+    the losses and the trained weights are the same to the last bit."""
+    calls = []
+
+    def adam_step(*args, **kwargs):
+        calls.append(1)
+        return tr.fast_adam_step(*args, **kwargs)
+
+    a = tr.train("sort", 3, 5, tr.fast_ops(), steps=30, eval_size=20)
+    b = tr.train("sort", 3, 5, tr.fast_ops(adam_step=adam_step), steps=30, eval_size=20)
+    assert len(calls) == 30
+    assert np.array_equal(a["losses"], b["losses"]) and a["losses"][-1] < a["losses"][0]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in b["params"])
+    assert a["seq_acc"] == b["seq_acc"]
+
+
 def test_training_is_deterministic_given_a_seed():
     ops = tr.fast_ops()
     a = tr.train("sort", 3, 7, ops, steps=25, eval_size=20)
