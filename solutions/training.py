@@ -1203,13 +1203,15 @@ def _causal_additive(T, dtype):
 
 def _constant(kind, n, dtype):
     """Small constant arrays of ``dtype``, built once (read-only): ``"ones"`` ``(n,)``,
-    ``"ones_column"`` ``(n, 1)``, ``"mean_column"`` ``(n, 1)`` filled with ``1/n``,
+    ``"ones_column"`` ``(n, 1)``, ``"ones_square"`` ``(n, n)``, ``"mean_column"``
+    ``(n, 1)`` filled with ``1/n``,
     ``"eye"`` ``(n, n)``."""
     key = (kind, n, dtype)
     array = _CONSTANTS.get(key)
     if array is None:
         array = {"ones": lambda: np.ones(n),
                  "ones_column": lambda: np.ones((n, 1)),
+                 "ones_square": lambda: np.ones((n, n)),
                  "mean_column": lambda: np.full((n, 1), 1.0 / n),
                  "eye": lambda: np.eye(n)}[kind]().astype(dtype)
         array.flags.writeable = False
@@ -1225,6 +1227,16 @@ def _row_sum(a):
     return (a.reshape(-1, n) @ _constant("ones_column", n, a.dtype)).reshape(a.shape[:-1] + (1,))
 
 
+def _row_sum_spread(a):
+    """Every row's sum over the last axis written at each of its places, shape ``a.shape``
+    (``a.sum(axis=-1, keepdims=True)`` broadcast): one 2-D product with an ``(n, n)``
+    matrix of ones. Dividing or subtracting it is then an elementwise operation of equal
+    shapes, which NumPy runs several times faster than one broadcasting a column over a
+    short last axis."""
+    n = a.shape[-1]
+    return (a.reshape(-1, n) @ _constant("ones_square", n, a.dtype)).reshape(a.shape)
+
+
 def _column_sum(a):
     """``a.sum(axis=0)`` of a 2-D array as a product with a row of ones (BLAS)."""
     return _constant("ones", a.shape[0], a.dtype) @ a
@@ -1236,10 +1248,11 @@ def _softmax_rows(scores):
     sum is finite and positive (scores between about -87 and 88 in float32); otherwise the
     stable form with the maximum is used."""
     exps = np.exp(scores)
-    total = _row_sum(exps)
-    if not (0.0 < total.min() and total.max() < math.inf):       # False for NaN too
+    total = _row_sum_spread(exps)                                  # each row's sum, spread
+    first = total.reshape(-1, total.shape[-1])[:, 0]               # one per row (a view)
+    if not (0.0 < first.min() and first.max() < math.inf):       # False for NaN too
         exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        total = _row_sum(exps)
+        total = _row_sum_spread(exps)
     np.divide(exps, total, out=scores)
     return scores
 
@@ -1356,7 +1369,7 @@ def fast_attention_backward(dy, cache):
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
     np.matmul(P.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, T, T)
-    dS -= _row_sum(dS * P)
+    dS -= _row_sum_spread(dS * P)
     dS *= P                                                        # d scores (scaled)
     np.matmul(dS, k, out=dq)                                       # d (scaled q)
     np.matmul(dS.swapaxes(-1, -2), q, out=dk)
@@ -1475,7 +1488,7 @@ def _attention_backward_suffix(dy, cache, s):
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
     np.matmul(P_late.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, Ta, T)
-    dS -= _row_sum(dS * P_late)
+    dS -= _row_sum_spread(dS * P_late)
     dS *= P_late
     np.matmul(dS, k, out=dq[:, :, s:])
     np.matmul(dS.swapaxes(-1, -2), q[:, :, s:], out=dk)
