@@ -841,6 +841,7 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     if in_place:
         params = unflatten(theta, params, keys)          # views, updated with theta
         gradient, work = np.empty_like(theta), np.empty_like(theta)
+        gradient_views = unflatten(gradient, params, keys)
     losses = np.empty(steps)
     loss_and_grads = getattr(ops, "loss_and_grads", None)   # a faster path of the 3 calls
     for step in range(steps):
@@ -852,7 +853,8 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
         else:
             loss, grads = loss_and_grads(params, inputs, targets, loss_mask, config, ops)
         if in_place:
-            np.concatenate([grads[k].ravel() for k in keys], out=gradient)
+            for k in keys:                                   # flatten(grads, keys), no copies
+                gradient_views[k][...] = grads[k]
             state["t"] = _adam_in_place(theta, gradient, state["m"]["theta"],
                                         state["v"]["theta"], state["t"], work, lr=lr)
         else:
@@ -1484,8 +1486,9 @@ def _attention_backward_suffix(dy, cache, s):
     grads = {"W_O": O_late.T @ dy2, "b_O": _column_sum(dy2)}
     dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, Ta, h, d_h).transpose(0, 2, 1, 3)
     P_late = P[:, :, skip:] if skip else P                         # (B, h, Ta, T)
-    dqkv = np.zeros((B * T, 3 * d), dtype=np.result_type(dy, x))
+    dqkv = np.empty((B * T, 3 * d), dtype=np.result_type(dy, x))
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
+    dq[:, :, :s] = 0.0                                             # dk, dv: written in full
     np.matmul(P_late.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, Ta, T)
     dS -= _row_sum_spread(dS * P_late)
