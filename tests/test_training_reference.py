@@ -391,6 +391,30 @@ def test_fast_block_backward_with_zero_leading_rows_equals_the_reference(s, monk
         assert np.max(np.abs(grads_fast[key] - grads_plain[key])) < 1e-12, key
 
 
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-13), (np.float32, 1e-5)],
+                         ids=["float64", "float32"])
+def test_row_sums_spread_and_softmax_rows(dtype, tolerance):
+    """``_row_sum_spread`` writes each row's sum at every place of the row; ``_softmax_rows``
+    built on it is the softmax (rows summing to 1, the causal mask's zeros exact), also
+    when the scores are too large for ``exp`` without the row maximum."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 2, 5, 7)).astype(dtype)
+    spread = tr._row_sum_spread(a)
+    assert spread.shape == a.shape and spread.dtype == dtype
+    assert np.allclose(spread, np.broadcast_to(a.sum(axis=-1, keepdims=True), a.shape),
+                       rtol=0, atol=tolerance * 10)
+    for shift in (0.0, 200.0):                         # exp(200) overflows: the stable form
+        scores = a[..., :5] * 3.0 + shift + tr._causal_additive(5, dtype)
+        expected = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        expected /= expected.sum(axis=-1, keepdims=True)
+        with np.errstate(over="ignore"):               # the first exp's overflow, float32
+            P = tr._softmax_rows(scores.copy())
+        assert P.dtype == dtype and np.all(np.isfinite(P))
+        assert np.max(np.abs(P - expected)) <= tolerance
+        assert np.all(P[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)
+        assert np.allclose(P.sum(axis=-1), 1.0, rtol=0, atol=tolerance)
+
+
 def test_zero_prefix_counts_leading_zero_positions():
     dy = np.ones((3, 6, 4), dtype=np.float32)
     assert tr._zero_prefix(dy) == 0
