@@ -791,7 +791,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     ``np.random.default_rng(EVAL_SEED)``, the same for every seed. Adam is elementwise,
     so one call of ``ops.adam_step`` on the concatenation of every parameter is the same
     step as one call per tensor; the loop keeps the parameters in one flat vector
-    (``flatten``/``unflatten``) and saves a few hundred small NumPy calls per step.
+    (``flatten``/``unflatten``) and saves a few hundred small NumPy calls per step. When
+    ``ops.adam_step`` is ``fast_adam_step`` that step is taken in place on the vector
+    (``_adam_in_place``: the same numbers, no new vectors, the parameters views into it).
 
     Args:
         task: ``"copy"`` or ``"sort"``.
@@ -835,6 +837,11 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     keys = list(params)
     theta = flatten(params, keys)                        # every parameter, one vector
     state = adam_init({"theta": theta})
+    in_place = ops.adam_step is fast_adam_step           # the same step, in place
+    if in_place:
+        params = unflatten(theta, params, keys)          # views, updated with theta
+        gradient, work = np.empty_like(theta), np.empty_like(theta)
+        gradient_views = unflatten(gradient, params, keys)
     losses = np.empty(steps)
     loss_and_grads = getattr(ops, "loss_and_grads", None)   # a faster path of the 3 calls
     for step in range(steps):
@@ -845,10 +852,16 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
             grads = ops.model_backward(dlogits, cache, ops)
         else:
             loss, grads = loss_and_grads(params, inputs, targets, loss_mask, config, ops)
-        new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)}, state,
-                                   lr=lr)
-        theta = new["theta"]
-        params = unflatten(theta, params, keys)
+        if in_place:
+            for k in keys:                                   # flatten(grads, keys), no copies
+                gradient_views[k][...] = grads[k]
+            state["t"] = _adam_in_place(theta, gradient, state["m"]["theta"],
+                                        state["v"]["theta"], state["t"], work, lr=lr)
+        else:
+            new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)},
+                                       state, lr=lr)
+            theta = new["theta"]
+            params = unflatten(theta, params, keys)
         losses[step] = loss
         if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
             progress(step + 1)
@@ -1192,13 +1205,15 @@ def _causal_additive(T, dtype):
 
 def _constant(kind, n, dtype):
     """Small constant arrays of ``dtype``, built once (read-only): ``"ones"`` ``(n,)``,
-    ``"ones_column"`` ``(n, 1)``, ``"mean_column"`` ``(n, 1)`` filled with ``1/n``,
+    ``"ones_column"`` ``(n, 1)``, ``"ones_square"`` ``(n, n)``, ``"mean_column"``
+    ``(n, 1)`` filled with ``1/n``,
     ``"eye"`` ``(n, n)``."""
     key = (kind, n, dtype)
     array = _CONSTANTS.get(key)
     if array is None:
         array = {"ones": lambda: np.ones(n),
                  "ones_column": lambda: np.ones((n, 1)),
+                 "ones_square": lambda: np.ones((n, n)),
                  "mean_column": lambda: np.full((n, 1), 1.0 / n),
                  "eye": lambda: np.eye(n)}[kind]().astype(dtype)
         array.flags.writeable = False
@@ -1214,6 +1229,16 @@ def _row_sum(a):
     return (a.reshape(-1, n) @ _constant("ones_column", n, a.dtype)).reshape(a.shape[:-1] + (1,))
 
 
+def _row_sum_spread(a):
+    """Every row's sum over the last axis written at each of its places, shape ``a.shape``
+    (``a.sum(axis=-1, keepdims=True)`` broadcast): one 2-D product with an ``(n, n)``
+    matrix of ones. Dividing or subtracting it is then an elementwise operation of equal
+    shapes, which NumPy runs several times faster than one broadcasting a column over a
+    short last axis."""
+    n = a.shape[-1]
+    return (a.reshape(-1, n) @ _constant("ones_square", n, a.dtype)).reshape(a.shape)
+
+
 def _column_sum(a):
     """``a.sum(axis=0)`` of a 2-D array as a product with a row of ones (BLAS)."""
     return _constant("ones", a.shape[0], a.dtype) @ a
@@ -1225,10 +1250,11 @@ def _softmax_rows(scores):
     sum is finite and positive (scores between about -87 and 88 in float32); otherwise the
     stable form with the maximum is used."""
     exps = np.exp(scores)
-    total = _row_sum(exps)
-    if not (0.0 < total.min() and total.max() < math.inf):       # False for NaN too
+    total = _row_sum_spread(exps)                                  # each row's sum, spread
+    first = total.reshape(-1, total.shape[-1])[:, 0]               # one per row (a view)
+    if not (0.0 < first.min() and first.max() < math.inf):       # False for NaN too
         exps = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        total = _row_sum(exps)
+        total = _row_sum_spread(exps)
     np.divide(exps, total, out=scores)
     return scores
 
@@ -1345,7 +1371,7 @@ def fast_attention_backward(dy, cache):
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
     np.matmul(P.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, T, T)
-    dS -= _row_sum(dS * P)
+    dS -= _row_sum_spread(dS * P)
     dS *= P                                                        # d scores (scaled)
     np.matmul(dS, k, out=dq)                                       # d (scaled q)
     np.matmul(dS.swapaxes(-1, -2), q, out=dk)
@@ -1460,11 +1486,12 @@ def _attention_backward_suffix(dy, cache, s):
     grads = {"W_O": O_late.T @ dy2, "b_O": _column_sum(dy2)}
     dO = (dy2 @ cache["params"]["W_O"].T).reshape(B, Ta, h, d_h).transpose(0, 2, 1, 3)
     P_late = P[:, :, skip:] if skip else P                         # (B, h, Ta, T)
-    dqkv = np.zeros((B * T, 3 * d), dtype=np.result_type(dy, x))
+    dqkv = np.empty((B * T, 3 * d), dtype=np.result_type(dy, x))
     dq, dk, dv = dqkv.reshape(B, T, 3, h, d_h).transpose(2, 0, 3, 1, 4)  # views (B, h, T, d_h)
+    dq[:, :, :s] = 0.0                                             # dk, dv: written in full
     np.matmul(P_late.swapaxes(-1, -2), dO, out=dv)
     dS = dO @ v.swapaxes(-1, -2)                                   # dP, (B, h, Ta, T)
-    dS -= _row_sum(dS * P_late)
+    dS -= _row_sum_spread(dS * P_late)
     dS *= P_late
     np.matmul(dS, k, out=dq[:, :, s:])
     np.matmul(dS.swapaxes(-1, -2), q[:, :, s:], out=dk)
@@ -1786,6 +1813,43 @@ def fast_adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e
         new_params[name] = p - work
         m_new[name], v_new[name] = m, v
     return new_params, {"t": t, "m": m_new, "v": v_new}
+
+
+def _adam_in_place(theta, g, m, v, t, work, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+    """``fast_adam_step`` on one flat vector, **in place**: the same operations in the same
+    order (so the same numbers to the last bit), with ``theta``, ``m`` and ``v`` overwritten
+    and ``work`` as scratch instead of new arrays. ``train`` uses it when ``ops.adam_step``
+    is ``fast_adam_step``: the parameters stay views into ``theta`` and no new vector is
+    allocated or cut into views at every step.
+
+    Args:
+        theta, g, m, v, work: float vectors ``(n,)`` of one dtype (parameters, gradient,
+            moments, scratch); ``g`` is only read.
+        t: int, the steps taken so far (``state["t"]``).
+        lr, beta1, beta2, eps: floats, as ``adam_step``.
+
+    Returns:
+        int: ``t + 1``, the new step count.
+
+    Raises:
+        ValueError: if the vectors' shapes differ.
+    """
+    t += 1
+    root_correction = math.sqrt(1.0 - beta2 ** t)
+    step_size = lr / (1.0 - beta1 ** t) * root_correction
+    np.multiply(g, 1 - beta1, out=work)
+    m *= beta1
+    m += work
+    np.multiply(g, g, out=work)
+    work *= 1 - beta2
+    v *= beta2
+    v += work
+    np.sqrt(v, out=work)
+    work += eps * root_correction                                     # c2 (sqrt(v_hat) + eps)
+    np.divide(m, work, out=work)
+    work *= step_size
+    theta -= work
+    return t
 
 
 def _loss_start(loss_mask):

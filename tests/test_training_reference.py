@@ -130,6 +130,43 @@ def test_adam_step_by_hand():
     assert new2["w"][0] == pytest.approx(expected, abs=1e-12) and state2["t"] == 2
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_in_place_is_fast_adam_step_to_the_last_bit(dtype):
+    """``train``'s in-place Adam (one flat vector, moments and parameters overwritten) gives
+    the numbers of ``fast_adam_step`` exactly, step after step, and the new step count."""
+    rng = np.random.default_rng(3)
+    theta = rng.standard_normal(50).astype(dtype)
+    state = tr.adam_init({"theta": theta})
+    flat = theta.copy()
+    m, v, work, t = np.zeros_like(flat), np.zeros_like(flat), np.empty_like(flat), 0
+    for _ in range(4):
+        g = (rng.standard_normal(50) * 10.0 ** rng.integers(-6, 2, size=50)).astype(dtype)
+        new, state = tr.fast_adam_step({"theta": theta}, {"theta": g}, state, lr=0.01)
+        theta = new["theta"]
+        t = tr._adam_in_place(flat, g, m, v, t, work, lr=0.01)
+        assert t == state["t"] and flat.dtype == dtype
+        assert np.array_equal(flat, theta) and not np.array_equal(flat, g)
+        assert np.array_equal(m, state["m"]["theta"]) and np.array_equal(v, state["v"]["theta"])
+
+
+def test_training_with_in_place_adam_equals_the_adam_step_calls():
+    """``train`` updates the parameters in place when ``ops.adam_step`` is ``fast_adam_step``;
+    with the same function behind another name (so ``ops.adam_step`` is called every step)
+    the losses and the trained weights are the same to the last bit."""
+    calls = []
+
+    def adam_step(*args, **kwargs):
+        calls.append(1)
+        return tr.fast_adam_step(*args, **kwargs)
+
+    a = tr.train("sort", 3, 5, tr.fast_ops(), steps=30, eval_size=20)
+    b = tr.train("sort", 3, 5, tr.fast_ops(adam_step=adam_step), steps=30, eval_size=20)
+    assert len(calls) == 30
+    assert np.array_equal(a["losses"], b["losses"]) and a["losses"][-1] < a["losses"][0]
+    assert all(np.array_equal(a["params"][k], b["params"][k]) for k in b["params"])
+    assert a["seq_acc"] == b["seq_acc"]
+
+
 def test_training_is_deterministic_given_a_seed():
     ops = tr.fast_ops()
     a = tr.train("sort", 3, 7, ops, steps=25, eval_size=20)
@@ -352,6 +389,30 @@ def test_fast_block_backward_with_zero_leading_rows_equals_the_reference(s, monk
     for key in tr.BLOCK_KEYS:
         assert grads_fast[key].shape == params[key].shape
         assert np.max(np.abs(grads_fast[key] - grads_plain[key])) < 1e-12, key
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-13), (np.float32, 1e-5)],
+                         ids=["float64", "float32"])
+def test_row_sums_spread_and_softmax_rows(dtype, tolerance):
+    """``_row_sum_spread`` writes each row's sum at every place of the row; ``_softmax_rows``
+    built on it is the softmax (rows summing to 1, the causal mask's zeros exact), also
+    when the scores are too large for ``exp`` without the row maximum."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 2, 5, 7)).astype(dtype)
+    spread = tr._row_sum_spread(a)
+    assert spread.shape == a.shape and spread.dtype == dtype
+    assert np.allclose(spread, np.broadcast_to(a.sum(axis=-1, keepdims=True), a.shape),
+                       rtol=0, atol=tolerance * 10)
+    for shift in (0.0, 200.0):                         # exp(200) overflows: the stable form
+        scores = a[..., :5] * 3.0 + shift + tr._causal_additive(5, dtype)
+        expected = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        expected /= expected.sum(axis=-1, keepdims=True)
+        with np.errstate(over="ignore"):               # the first exp's overflow, float32
+            P = tr._softmax_rows(scores.copy())
+        assert P.dtype == dtype and np.all(np.isfinite(P))
+        assert np.max(np.abs(P - expected)) <= tolerance
+        assert np.all(P[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0.0)
+        assert np.allclose(P.sum(axis=-1), 1.0, rtol=0, atol=tolerance)
 
 
 def test_zero_prefix_counts_leading_zero_positions():
