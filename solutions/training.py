@@ -792,8 +792,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     so one call of ``ops.adam_step`` on the concatenation of every parameter is the same
     step as one call per tensor; the loop keeps the parameters in one flat vector
     (``flatten``/``unflatten``) and saves a few hundred small NumPy calls per step. When
-    ``ops.adam_step`` is ``fast_adam_step`` that step is taken in place on the vector
-    (``_adam_in_place``: the same numbers, no new vectors, the parameters views into it).
+    ``ops`` has ``adam_in_place`` (``fast_ops``, whose ``adam_step`` is ``fast_adam_step``)
+    that step is taken in place on the vector (the same numbers, no new vectors, the
+    parameters views into it).
 
     Args:
         task: ``"copy"`` or ``"sort"``.
@@ -803,7 +804,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
             has an attribute ``loss_and_grads`` (``fast_ops``), each step calls
             ``ops.loss_and_grads(params, inputs, targets, loss_mask, config, ops)`` ->
             ``(loss, grads)`` in place of ``model_forward``, ``masked_cross_entropy`` and
-            ``model_backward``.
+            ``model_backward``. If it has ``adam_in_place`` (``fast_ops``), each Adam step
+            is ``ops.adam_in_place(theta, gradient, m, v, t, work, lr=lr)`` -> ``t`` on
+            the flat vectors, in place of ``ops.adam_step``.
         steps, batch_size, lr: training length, sequences per batch, Adam's step size.
         d, n_heads, n_layers, d_ff, pre_ln, scale, positions: the model
             (``ModelConfig``; ``max_len = 2L + 1``).
@@ -837,7 +840,8 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     keys = list(params)
     theta = flatten(params, keys)                        # every parameter, one vector
     state = adam_init({"theta": theta})
-    in_place = ops.adam_step is fast_adam_step           # the same step, in place
+    adam_in_place = getattr(ops, "adam_in_place", None)  # the same step, in place
+    in_place = adam_in_place is not None
     if in_place:
         params = unflatten(theta, params, keys)          # views, updated with theta
         gradient, work = np.empty_like(theta), np.empty_like(theta)
@@ -855,8 +859,8 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
         if in_place:
             for k in keys:                                   # flatten(grads, keys), no copies
                 gradient_views[k][...] = grads[k]
-            state["t"] = _adam_in_place(theta, gradient, state["m"]["theta"],
-                                        state["v"]["theta"], state["t"], work, lr=lr)
+            state["t"] = adam_in_place(theta, gradient, state["m"]["theta"],
+                                       state["v"]["theta"], state["t"], work, lr=lr)
         else:
             new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)},
                                        state, lr=lr)
@@ -1930,6 +1934,8 @@ def fast_ops(**overrides):
     kernels.update(overrides)
     ops = reference_ops(**kernels)
     ops.loss_and_grads = fast_loss_and_grads     # train's hook (checks the kernels above)
+    if ops.adam_step is fast_adam_step:          # train's hook: the same step, in place
+        ops.adam_in_place = _adam_in_place
     return ops
 
 

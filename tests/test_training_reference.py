@@ -150,7 +150,7 @@ def test_adam_in_place_is_fast_adam_step_to_the_last_bit(dtype):
 
 
 def test_training_with_in_place_adam_equals_the_adam_step_calls():
-    """``train`` updates the parameters in place when ``ops.adam_step`` is ``fast_adam_step``;
+    """``train`` updates the parameters in place with ``fast_ops``' ``adam_in_place`` hook;
     with the same function behind another name (so ``ops.adam_step`` is called every step)
     the losses and the trained weights are the same to the last bit."""
     calls = []

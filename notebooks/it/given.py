@@ -490,7 +490,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     elemento, quindi una chiamata di ``ops.adam_step`` sulla concatenazione di tutti i
     parametri fa lo stesso passo di una chiamata per tensore; il ciclo tiene i parametri in
     un unico vettore piatto (``flatten``/``unflatten``) e risparmia qualche centinaio di
-    piccole chiamate NumPy a ogni passo.
+    piccole chiamate NumPy a ogni passo. Quando ``ops`` ha ``adam_in_place`` (``fast_ops``,
+    il cui ``adam_step`` è ``fast_adam_step``) quel passo si fa sul posto, nel vettore
+    stesso (gli stessi numeri, nessun vettore nuovo, i parametri sono viste del vettore).
 
     Argomenti:
         task: ``"copy"`` o ``"sort"``.
@@ -500,7 +502,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
             Se ha un attributo ``loss_and_grads`` (``fast_ops``), ogni passo chiama
             ``ops.loss_and_grads(params, inputs, targets, loss_mask, config, ops)`` ->
             ``(loss, grads)`` al posto di ``model_forward``, ``masked_cross_entropy`` e
-            ``model_backward``.
+            ``model_backward``. Se ha ``adam_in_place`` (``fast_ops``), ogni passo di Adam
+            è ``ops.adam_in_place(theta, gradient, m, v, t, work, lr=lr)`` -> ``t`` sui
+            vettori piatti, al posto di ``ops.adam_step``.
         steps, batch_size, lr: durata dell'addestramento in passi, sequenze per batch,
             passo di Adam (learning rate).
         d, n_heads, n_layers, d_ff, pre_ln, scale, positions: il modello
@@ -536,6 +540,12 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     keys = list(params)
     theta = flatten(params, keys)                        # tutti i parametri in un vettore
     state = adam_init({"theta": theta})
+    adam_in_place = getattr(ops, "adam_in_place", None)  # lo stesso passo, sul posto
+    in_place = adam_in_place is not None
+    if in_place:
+        params = unflatten(theta, params, keys)          # viste, aggiornate con theta
+        gradient, work = np.empty_like(theta), np.empty_like(theta)
+        gradient_views = unflatten(gradient, params, keys)
     losses = np.empty(steps)
     loss_and_grads = getattr(ops, "loss_and_grads", None)   # una via più rapida per le 3 chiamate
     for step in range(steps):
@@ -546,10 +556,16 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
             grads = ops.model_backward(dlogits, cache, ops)
         else:
             loss, grads = loss_and_grads(params, inputs, targets, loss_mask, config, ops)
-        new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)}, state,
-                                   lr=lr)
-        theta = new["theta"]
-        params = unflatten(theta, params, keys)
+        if in_place:
+            for k in keys:                                   # flatten(grads, keys), senza copie
+                gradient_views[k][...] = grads[k]
+            state["t"] = adam_in_place(theta, gradient, state["m"]["theta"],
+                                       state["v"]["theta"], state["t"], work, lr=lr)
+        else:
+            new, state = ops.adam_step({"theta": theta}, {"theta": flatten(grads, keys)},
+                                       state, lr=lr)
+            theta = new["theta"]
+            params = unflatten(theta, params, keys)
         losses[step] = loss
         if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
             progress(step + 1)
