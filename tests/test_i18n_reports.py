@@ -384,7 +384,9 @@ def test_batch_of_an_italian_class(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert "identificativi di errore / segnalazioni / errori" in out
-    assert "SEGNALAZIONE: la consegna cerca il proprio processo padre (cella " in out
+    # the cell the student added is named by the cell before it and its first line
+    assert "SEGNALAZIONE: la consegna cerca il proprio processo padre (la cella dopo la " \
+        "cella " in out and "che inizia con `import os`)" in out
     assert "non è un notebook leggibile (JSONDecodeError" in out
     assert "studenti per identificativo di errore:" in out
     assert "mask-after-softmax" in out
