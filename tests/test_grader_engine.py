@@ -268,6 +268,7 @@ def test_cli_json_report(tmp_path):
     assert report["score"] == pytest.approx(100 - merge["max_score"] + merge["score"])
 
 
+@pytest.mark.slow  # the grading command in subprocesses, about 5 s
 def test_cli_exit_status_2_on_unreadable_submission(tmp_path):
     bad = tmp_path / "attention.ipynb"
     bad.write_text("[]")
@@ -302,6 +303,7 @@ def test_loading_names_stub_cells_by_grade_id_and_part():
     assert not any(re.match(r"cell \d", e) for e in stubs), stubs
 
 
+@pytest.mark.slow  # the batch command in subprocesses, about 5 s
 def test_batch_refuses_to_start_without_submissions_or_assignment(tmp_path, capsys):
     """A folder that does not exist, or an assignment the gradebook does not know, stops
     the batch before anything is graded, with a message saying what to do (exit 2)."""

@@ -202,6 +202,7 @@ def test_wire_carries_generators_records_and_function_references():
 TRAINING_PARTS = REFERENCE + "\n" + inspect.getsource(training_ref)
 
 
+@pytest.mark.slow  # a sandboxed worker that hangs, about 6 s
 def test_training_functions_in_the_sandbox_hang_return_functions_and_call_back(tmp_path):
     """A block_backward that calls the grader's ops and then never returns loses its points
     to a time-out (the nested calls share the outer call's deadline) and the next function
