@@ -39,7 +39,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
 from . import jail
-from .i18n import DEFAULT_LANGUAGE, _, check_language, use_language
+from .i18n import DEFAULT_LANGUAGE, _, config_language, use_language
 from .submission import nbgrader_metadata
 
 RESULT_MIME = "application/vnd.attention-kit.result+json"
@@ -47,16 +47,6 @@ HIDDEN_SUFFIX = "_hidden_checks"
 # Exception names by which a cell says it ran out of time (the notebooks' own
 # ``time_limit`` raises TimeoutError; nbgrader's cell time-out records CellTimeoutError).
 TIMEOUT_NAMES = ("TimeoutError", "CellTimeoutError", "DeadKernelError")
-
-
-def config_language(config: Any) -> str:
-    """The course's language, ``c.AttentionKit.language`` of the configuration nbgrader
-    loaded for the course (never read from the submission's folder); ``"en"`` unset.
-
-    Raises:
-        ValueError: the setting names a language the kit does not have.
-    """
-    return check_language(config.get("AttentionKit", {}).get("language") or DEFAULT_LANGUAGE)
 
 
 class JoinDuplicateCells(NbGraderPreprocessor):

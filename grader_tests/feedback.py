@@ -30,7 +30,7 @@ from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import List
 
-from .i18n import DEFAULT_LANGUAGE, N_, _, check_language, use_language
+from .i18n import N_, _, config_language, use_language
 
 MARK = "attention-kit-feedback"  # the id of the style sheet finish_page adds
 STYLE = (f'<style type="text/css" id="{MARK}">\n'
@@ -450,8 +450,7 @@ class FeedbackLabels(FeedbackPreprocessor):
     """
 
     def preprocess(self, nb, resources):
-        language = self.config.get("AttentionKit", {}).get("language") or DEFAULT_LANGUAGE
-        with use_language(check_language(language)):
+        with use_language(config_language(self.config)):
             resources["attention_kit_labels"] = {label: _(label) for label in TEMPLATE_LABELS}
         return nb, resources
 

@@ -35,6 +35,7 @@ import gettext
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 DOMAIN = "attention_kit"
 LOCALE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locale")
@@ -63,6 +64,16 @@ def check_language(lang: object) -> str:
         raise ValueError(f"c.AttentionKit.language = {lang!r}: the kit speaks "
                          f"{', '.join(repr(x) for x in LANGUAGES)}")
     return text
+
+
+def config_language(config: Any) -> str:
+    """The course's language, ``c.AttentionKit.language`` of the configuration nbgrader
+    loaded for the course (never read from the submission's folder); ``"en"`` unset.
+
+    Raises:
+        ValueError: the setting names a language the kit does not have.
+    """
+    return check_language(config.get("AttentionKit", {}).get("language") or DEFAULT_LANGUAGE)
 
 
 def course_language(root: str | None = None) -> str:
