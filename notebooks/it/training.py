@@ -831,7 +831,7 @@ grade("answer_accuracy", globals())
 # %% nbgrader={"grade": false, "grade_id": "given_training", "locked": true, "schema_version": 3, "solution": false} tags=["given"]
 """Dato: valutazione, addestramento, uno sguardo all'interno, molti addestramenti in parallelo."""
 require_gate()
-# {{ given: evaluate, train, attention_maps, attention_cost, ProgressBar, limit_blas_threads, _experiment_worker_init, _experiment_run, run_experiments }}
+# {{ given: evaluate, train, attention_maps, attention_cost, ProgressBar, limit_blas_threads, keep_freed_memory, _experiment_worker_init, _experiment_run, run_experiments }}
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "lesson_runs_text", "locked": true, "schema_version": 3, "solution": false}
 # ### La lezione, dal vivo: 23 addestramenti
