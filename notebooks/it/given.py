@@ -493,6 +493,9 @@ def train(task, L, seed, ops, steps=1500, batch_size=32, lr=3e-3, d=32, n_heads=
     piccole chiamate NumPy a ogni passo. Quando ``ops`` ha ``adam_in_place`` (``fast_ops``,
     il cui ``adam_step`` è ``fast_adam_step``) quel passo si fa sul posto, nel vettore
     stesso (gli stessi numeri, nessun vettore nuovo, i parametri sono viste del vettore).
+    Per prima cosa chiama ``keep_freed_memory``, perché gli array temporanei liberati a
+    ogni passo siano riusati invece di essere ricaricati con nuovi page fault (glibc;
+    altrove non cambia nulla).
 
     Argomenti:
         task: ``"copy"`` o ``"sort"``.
