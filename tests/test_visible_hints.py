@@ -83,3 +83,27 @@ def test_an_unknown_wrong_padding_mask_gets_no_cause():
     message = _failure("padding_mask", _padding(lambda t, n: t < n - 1))
     assert message.endswith("([b, t] True iff t < lengths[b]), got\n[[ True False False]\n "
                             "[False False False]\n [ True  True False]]")
+
+
+
+def _sdpa_halving_longer_masks(Q, K, V, mask=None, scale=True):
+    """Right without a mask and with a mask of two keys; with a longer mask, every weight
+    halved: rows that sum to 0.5, a mistake no cause of the introduction produces."""
+    scores = Q @ np.swapaxes(K, -1, -2)
+    if scale:
+        scores = scores / np.sqrt(Q.shape[-1]).astype(Q.dtype)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights = weights / weights.sum(axis=-1, keepdims=True)
+    if mask is not None and np.shape(mask)[-1] > 2:
+        weights = weights * np.asarray(0.5, weights.dtype)
+    return weights @ V, weights
+
+
+def test_causal_weights_that_do_not_sum_to_1_get_their_sums_and_no_cause():
+    message = _failure("scaled_dot_product_attention", _sdpa_halving_longer_masks)
+    assert message.endswith("with a causal mask every row must still sum to 1; got row sums "
+                            "[0.5 0.5 0.5 0.5 0.5].")
+    assert "trap" not in message

@@ -596,7 +596,10 @@ with visible_checks("scaled_dot_product_attention", 5):
                     "scaled_dot_product_attention", "out", "weights")   # T_q = T_k = 5
     assert np.all(w[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] == 0), (
         tr("with a causal mask, weights above the diagonal (keys in the future) must be exactly 0"))
-    assert np.allclose(w.sum(axis=-1), 1.0), tr("with a causal mask every row must still sum to 1 (trap 2 if not)")
+    sums = w.sum(axis=-1)
+    assert np.allclose(sums, 1.0), (
+        tr("with a causal mask every row must still sum to 1; got row sums {w}.",
+           w=np.round(sums.reshape(-1, 5)[0], 4)))
 
     out, w = returned(scaled_dot_product_attention(Q.astype(np.float32), K.astype(np.float32), V.astype(np.float32)),
                       "scaled_dot_product_attention", "out", "weights")
