@@ -971,6 +971,9 @@ grade("merge_heads", globals())
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
 """Visible checks of multi_head_attention: a worked example (uniform weights), then head by head (h = 2, B = 2)."""
 with visible_checks("multi_head_attention", 5):
+    uses_checked("scaled_dot_product_attention", "multi_head_attention")
+    uses_checked("split_heads", "multi_head_attention")
+    uses_checked("merge_heads", "multi_head_attention")
     B, T, d, h = 2, 3, 4, 2
     X = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # X[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     Z, I = np.zeros((d, d)), np.eye(d)
@@ -1005,7 +1008,6 @@ with visible_checks("multi_head_attention", 5):
     mask = np.tril(np.ones((T, T), dtype=bool))[None] & padding[:, None, :]            # (B, T, T)
     Y, w = returned(multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads=h, mask=mask),
                     "multi_head_attention", "Y", "weights")
-    uses_checked("scaled_dot_product_attention", "multi_head_attention")
     d_h = d // h
     heads = []
     for k in range(h):            # head k: columns k*d_h .. (k+1)*d_h - 1 of the projections
