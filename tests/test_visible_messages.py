@@ -145,6 +145,29 @@ def test_multi_head_attention_is_not_blamed_for_a_wrong_scaled_dot_product_atten
     assert run_visible(namespace, "multi_head_attention") is None
 
 
+def test_softmax_of_an_all_masked_row_names_both_ways_to_get_nan():
+    """A softmax that puts 0 in place of a maximum of -inf (the first half of the rule) but
+    divides by the row's sum everywhere still gives NaN, from 0 / 0: the message must not
+    send the student back to the maximum alone."""
+    namespace = attention_namespace()
+
+    def half_rule(scores, axis=-1):
+        scores = np.asarray(scores, dtype=float)
+        top = np.max(scores, axis=axis, keepdims=True)
+        exps = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+        return exps / exps.sum(axis=axis, keepdims=True)
+
+    namespace["softmax"] = half_rule
+    with np.errstate(invalid="ignore"):
+        said = run_visible(namespace, "softmax")
+    assert said == (
+        "a row of scores that are all -inf (a query that may attend to nothing) must give "
+        "weights 0, not NaN; got [[nan, nan, nan], [0.3333333333333333, 0.3333333333333333, "
+        "0.3333333333333333]]. The maximum of that row is -inf, and -inf - (-inf) is nan; with 0 "
+        "in its place, the row's sum is 0, and 0 / 0 is nan too: re-read the rule for a row with "
+        "no allowed key above.")
+
+
 def test_attention_forward_is_not_blamed_for_a_wrong_multi_head_attention():
     namespace = attention_namespace()
     right = namespace["multi_head_attention"]

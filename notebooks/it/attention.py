@@ -286,8 +286,9 @@ with visible_checks("softmax", 5):
     p = softmax(np.array([[-np.inf, -np.inf, -np.inf], [0.0, 0.0, 0.0]]))
     assert not np.any(np.isnan(p)), (
         tr("a row of scores that are all -inf (a query that may attend to nothing) must give "
-            "weights 0, not NaN; got {p}. The maximum of that row is -inf, and -inf - (-inf) is nan: "
-            "re-read the rule for a row with no allowed key above.",
+            "weights 0, not NaN; got {p}. The maximum of that row is -inf, and -inf - (-inf) is nan; "
+            "with 0 in its place, the row's sum is 0, and 0 / 0 is nan too: re-read the rule for a "
+            "row with no allowed key above.",
             p=p.tolist()))
     assert np.allclose(p, [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]]), (
         tr("softmax([[-inf, -inf, -inf], [0, 0, 0]]) should be [[0, 0, 0], [1/3, 1/3, 1/3]], got {p}", p=p.tolist()))
