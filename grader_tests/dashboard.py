@@ -845,8 +845,10 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
                   log_path: Path | None = None, out: TextIO | None = None) -> Path | None:
     """Write the dashboard at the end of a grading run; never raises.
 
-    Prints one line: where the page is, or why it could not be written (the grades are
-    in the gradebook either way; ``python -m grader_tests dashboard`` writes it again).
+    Prints one line: where the page is (relative to the working folder when it lies
+    inside it, absolute otherwise: ``make demo`` runs from the repository root and writes
+    ``example/dashboard/...``), or why it could not be written (the grades are in the
+    gradebook either way; ``python -m grader_tests dashboard`` writes it again).
 
     Args:
         out: the text stream to print to (default: ``sys.stdout``).
@@ -863,8 +865,8 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
                     "--assignment {assignment}` writes it").format(
                         error=f"{type(exc).__name__}: {exc}", assignment=assignment), file=out)
             return None
-        try:
-            shown = page.relative_to(Path(root).resolve())
+        try:  # a path the reader can open from where the command ran
+            shown = page.resolve().relative_to(Path.cwd().resolve())
         except ValueError:
             shown = page
         print(_("dashboard: {page} (figures as PNG and SVG beside it)").format(page=shown),

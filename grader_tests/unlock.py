@@ -27,7 +27,8 @@ gradebook and, for each student whose score meets the threshold (default: full m
 * records the release in ``unlocked/unlocked.json``.
 
 It prints who is unlocked and who is not, and why (no `attention` submission, flagged for
-review, not graded yet, cells waiting for manual grading, score below the threshold). A
+review, not graded (autograde not run yet, or failed on the notebook), cells waiting for
+manual grading, score below the threshold). A
 student whose `attention` notebook is flagged in the gradebook (``SubmissionNotebook.
 flagged``: the graders saw tampering, or a resubmission could not be graded) or any of
 whose hidden-check cells needs a manual grade stays locked whatever the score, until the
@@ -512,7 +513,8 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
                                    assignment=GATE_ASSIGNMENT, score=score,
                                    max_score=max_score))
         elif not autograded:
-            entry["reason"] = _("{assignment} submitted but not graded yet").format(
+            entry["reason"] = _("{assignment} submitted but not graded: autograde has not run on it "
+                                "yet, or could not grade it (its log says why)").format(
                 assignment=GATE_ASSIGNMENT)
         elif submission.needs_manual_grade:
             entry["reason"] = (_("{assignment} has cells waiting for manual grading (score "

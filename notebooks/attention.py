@@ -278,8 +278,9 @@ with visible_checks("softmax", 5):
     p = softmax(np.array([[-np.inf, -np.inf, -np.inf], [0.0, 0.0, 0.0]]))
     assert not np.any(np.isnan(p)), (
         tr("a row of scores that are all -inf (a query that may attend to nothing) must give "
-            "weights 0, not NaN; got {p}. The maximum of that row is -inf, and -inf - (-inf) is nan: "
-            "re-read the rule for a row with no allowed key above.",
+            "weights 0, not NaN; got {p}. The maximum of that row is -inf, and -inf - (-inf) is nan; "
+            "with 0 in its place, the row's sum is 0, and 0 / 0 is nan too: re-read the rule for a "
+            "row with no allowed key above.",
             p=p.tolist()))
     assert np.allclose(p, [[0.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3]]), (
         tr("softmax([[-inf, -inf, -inf], [0, 0, 0]]) should be [[0, 0, 0], [1/3, 1/3, 1/3]], got {p}", p=p.tolist()))
@@ -974,6 +975,9 @@ grade("merge_heads", globals())
 # %% nbgrader={"grade": false, "grade_id": "multi_head_attention_visible_test", "locked": true, "schema_version": 3, "solution": false} tags=["visible-test"]
 """Visible checks of multi_head_attention: a worked example (uniform weights), then head by head (h = 2, B = 2)."""
 with visible_checks("multi_head_attention", 5):
+    uses_checked("scaled_dot_product_attention", "multi_head_attention")
+    uses_checked("split_heads", "multi_head_attention")
+    uses_checked("merge_heads", "multi_head_attention")
     B, T, d, h = 2, 3, 4, 2
     X = np.arange(B * T * d, dtype=np.float64).reshape(B, T, d)   # X[0] = [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     Z, I = np.zeros((d, d)), np.eye(d)
@@ -1008,7 +1012,6 @@ with visible_checks("multi_head_attention", 5):
     mask = np.tril(np.ones((T, T), dtype=bool))[None] & padding[:, None, :]            # (B, T, T)
     Y, w = returned(multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads=h, mask=mask),
                     "multi_head_attention", "Y", "weights")
-    uses_checked("scaled_dot_product_attention", "multi_head_attention")
     d_h = d // h
     heads = []
     for k in range(h):            # head k: columns k*d_h .. (k+1)*d_h - 1 of the projections

@@ -347,6 +347,24 @@ def test_command_writes_it_and_says_why_it_cannot(course, tmp_path, capsys):
     assert "assignment training" in capsys.readouterr().err
 
 
+def test_after_grading_names_the_page_from_the_working_folder(course, tmp_path, monkeypatch,
+                                                               capsys):
+    """``make demo`` runs from the repository root and writes ``example/dashboard/``: the
+    line names the page as a path that opens from there, not from the course folder."""
+    monkeypatch.chdir(course.parent)
+    page = dashboard.after_grading(course)
+    assert page == course / "dashboard" / A / "index.html" and page.is_file()
+    shown = Path(course.name, "dashboard", A, "index.html")
+    assert capsys.readouterr().out.strip() == (
+        f"dashboard: {shown} (figures as PNG and SVG beside it)")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    dashboard.after_grading(course)
+    assert capsys.readouterr().out.strip() == (
+        f"dashboard: {page.resolve()} (figures as PNG and SVG beside it)")
+
+
 def test_after_grading_never_raises(tmp_path, capsys):
     assert dashboard.after_grading(tmp_path) is None
     assert "dashboard: not written (DashboardError: no gradebook" in capsys.readouterr().out

@@ -29,7 +29,7 @@ def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks,
         reasons = {v["student"]: v["reason"] for v in locked}
         assert reasons == {"bo": "attention scored 90.00 / 100, needs 100.00",
                            "cy": "no attention submission in the gradebook",
-                           "di": "attention submitted but not graded yet"}
+                           "di": "attention submitted but not graded: autograde has not run on it yet, or could not grade it (its log says why)"}
         copied = unlocked / "ada" / "training" / "training.ipynb"
         assert copied.read_bytes() == NOTEBOOK.read_bytes()
         ledger = json.loads((unlocked / "unlocked.json").read_text())
@@ -54,7 +54,8 @@ def test_unlock_releases_exactly_the_passing_students_once(tmp_path, gradebooks,
                         str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "unlocked now (0)" in out and "already unlocked, not released again (2)" in out
-    assert "no attention submission in the gradebook" in out and "not graded yet" in out
+    assert "no attention submission in the gradebook" in out
+    assert "attention submitted but not graded: autograde has not run on it yet" in out
 
 
 def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
@@ -77,7 +78,7 @@ def test_unlock_thresholds_and_dry_run(tmp_path, gradebooks):
 def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebooks, capsys):
     """A notebook flagged in the gradebook, or a hidden-check cell waiting for a manual
     grade, keeps the gate closed at 100 / 100 and the report says why (a submission not
-    graded at all is still "not graded yet")."""
+    graded at all is still "submitted but not graded")."""
     release, unlocked = release_folder(tmp_path), tmp_path / "unlocked"
     full = unlock.parse_threshold("full")
     with warnings.catch_warnings():
@@ -96,7 +97,7 @@ def test_unlock_keeps_a_flagged_student_locked_at_full_marks(tmp_path, gradebook
         newly, already, locked = unlock.unlock(gb, release, unlocked, full)
         assert [v["student"] for v in newly] == ["ada"] and already == []
         reasons = {v["student"]: v["reason"] for v in locked}
-        assert reasons.pop("gus") == "attention submitted but not graded yet"
+        assert reasons.pop("gus") == "attention submitted but not graded: autograde has not run on it yet, or could not grade it (its log says why)"
         assert sorted(reasons) == ["eve", "fay"]
         assert {v["student"]: v["score"] for v in locked if v["student"] in reasons} == {
             "eve": 100.0, "fay": 100.0}

@@ -118,11 +118,62 @@ def test_a_visible_test_blames_the_other_function_when_its_checks_fail(user, use
     assert namespace["VISIBLE_CHECKS"][used] is None and run_visible(namespace, user) is None
 
 
+def test_multi_head_attention_is_not_blamed_for_a_wrong_scaled_dot_product_attention():
+    """The notebook tells the student to build multi_head_attention on their own
+    scaled_dot_product_attention: with the mask applied after the softmax there, the worked
+    example of multi_head_attention (a causal mask) fails too, and its test must name the
+    function to fix before it shows that example's message."""
+    namespace = attention_namespace()
+    right = namespace["scaled_dot_product_attention"]
+
+    def mask_after_softmax(Q, K, V, mask=None, scale=True):
+        _, weights = right(Q, K, V, mask=None, scale=scale)
+        if mask is not None:
+            weights = weights * mask
+        return weights @ V, weights
+
+    namespace["scaled_dot_product_attention"] = mask_after_softmax
+    assert "zeroed after the softmax" in run_visible(namespace, "scaled_dot_product_attention")
+    assert run_visible(namespace, "split_heads") is None
+    assert run_visible(namespace, "merge_heads") is None
+    assert run_visible(namespace, "multi_head_attention") == (
+        "these checks of multi_head_attention use your scaled_dot_product_attention, whose own "
+        "visible checks fail: fix scaled_dot_product_attention first (its visible test says what "
+        "is wrong), then run this cell again.")
+    namespace["scaled_dot_product_attention"] = right
+    assert run_visible(namespace, "scaled_dot_product_attention") is None
+    assert run_visible(namespace, "multi_head_attention") is None
+
+
+def test_softmax_of_an_all_masked_row_names_both_ways_to_get_nan():
+    """A softmax that puts 0 in place of a maximum of -inf (the first half of the rule) but
+    divides by the row's sum everywhere still gives NaN, from 0 / 0: the message must not
+    send the student back to the maximum alone."""
+    namespace = attention_namespace()
+
+    def half_rule(scores, axis=-1):
+        scores = np.asarray(scores, dtype=float)
+        top = np.max(scores, axis=axis, keepdims=True)
+        exps = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+        return exps / exps.sum(axis=axis, keepdims=True)
+
+    namespace["softmax"] = half_rule
+    with np.errstate(invalid="ignore"):
+        said = run_visible(namespace, "softmax")
+    assert said == (
+        "a row of scores that are all -inf (a query that may attend to nothing) must give "
+        "weights 0, not NaN; got [[nan, nan, nan], [0.3333333333333333, 0.3333333333333333, "
+        "0.3333333333333333]]. The maximum of that row is -inf, and -inf - (-inf) is nan; with 0 "
+        "in its place, the row's sum is 0, and 0 / 0 is nan too: re-read the rule for a row with "
+        "no allowed key above.")
+
+
 def test_attention_forward_is_not_blamed_for_a_wrong_multi_head_attention():
     namespace = attention_namespace()
     right = namespace["multi_head_attention"]
     namespace["multi_head_attention"] = lambda X, *w, n_heads, mask=None: (
         2 * right(X, *w, n_heads=n_heads, mask=mask)[0], right(X, *w, n_heads=n_heads, mask=mask)[1])
+    run_before(namespace, "multi_head_attention")  # the functions it builds on pass theirs
     assert "Y[0] is the running mean" in run_visible(namespace, "multi_head_attention")
     said = run_visible(namespace, "attention_forward")
     assert said.startswith("these checks of attention_forward use your multi_head_attention, "
@@ -174,6 +225,7 @@ def test_multi_head_attention_returning_one_array_is_told_a_tuple_is_expected():
     namespace = attention_namespace()
     right = namespace["multi_head_attention"]
     namespace["multi_head_attention"] = lambda *args, **kwargs: right(*args, **kwargs)[0]
+    run_before(namespace, "multi_head_attention")
     said = run_visible(namespace, "multi_head_attention")
     assert said == ("multi_head_attention must return a tuple of 2 items (Y, weights), got one "
                     "array of shape (2, 3, 4)")
