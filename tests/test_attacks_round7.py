@@ -59,3 +59,52 @@ def test_attention_weights_that_ignore_the_queries_earn_nothing(tmp_path):
     # the property checks still pass, and earn nothing beside no passing value check
     passed = {c.name for c in result.checks if c.passed}
     assert passed == {"float32 in, float32 out", "does not modify Q, K, V or the mask"}
+
+
+# --- 2. memory past the worker's cap, in anonymous files ----------------------------------------
+#
+# The jailed worker's memory bound is an address-space cap (``RLIMIT_AS``, ``memory_mb``
+# after start-up; the autograde kernel's jail: 8 GiB). Memory written into anonymous files
+# (``os.memfd_create``, a plain ``open(fd, "wb")`` on it: no raw descriptor call the evidence
+# names) is never mapped, so no cap counts it: each such file may grow to the jail's
+# largest file (``Limits.file_bytes``, 64 MiB) and the jail may hold ``open_files`` (256) of
+# them, 16 GiB, for as long as the submission's process lives (the whole grading). The
+# machine's memory is the whole class's: the other students graded at the same time (two
+# at once in the demo, the batch's workers) are the ones the out-of-memory killer picks
+# from. The same with System V shared memory (``shmget`` through ctypes, which a flag
+# names but does not stop). Closing it needs a bound that counts shared memory (a cgroup
+# memory limit) or a seccomp filter on ``memfd_create`` and ``shmget`` in bubblewrap
+# (``--seccomp``), a change to how every jailed process is started.
+
+MEMFD_HOARD = textwrap.dedent('''
+    import os
+
+    _HELD = []
+    try:
+        for _i in range(4):
+            _f = open(os.memfd_create("cache"), "wb", buffering=0)
+            for _j in range(48):
+                _f.write(b"x" * 2**20)
+            _HELD.append(_f)
+    except OSError:
+        pass
+
+
+    def kv_cache_bytes(n_layers, n_kv_heads, d_head, seq_len, batch, bytes_per_element):
+        return sum(os.fstat(f.fileno()).st_size for f in _HELD) // 2**20
+''')
+
+
+@needs_jail
+@pytest.mark.xfail(strict=True, reason="memory written to anonymous files (memfd_create) is "
+                                       "outside the worker's address-space cap: needs a "
+                                       "cgroup memory limit or a seccomp filter in the jail")
+def test_a_submission_holds_no_more_memory_than_its_cap(tmp_path):
+    from grader_tests.sandbox import Sandbox
+
+    path = tmp_path / "hoard.py"
+    path.write_text(MEMFD_HOARD, encoding="utf-8")
+    with Sandbox(str(path), memory_mb=64) as box:
+        held_mib, _args, _kwargs = box.call("kv_cache_bytes", (1, 1, 1, 1, 1, 1), {})
+    # The attack: 192 MiB held by a worker capped at 64 MiB past its start-up.
+    assert held_mib <= 64, held_mib
