@@ -66,15 +66,14 @@ def test_attention_weights_that_ignore_the_queries_earn_nothing(tmp_path):
 # The jailed worker's memory bound is an address-space cap (``RLIMIT_AS``, ``memory_mb``
 # after start-up; the autograde kernel's jail: 8 GiB). Memory written into anonymous files
 # (``os.memfd_create``, a plain ``open(fd, "wb")`` on it: no raw descriptor call the evidence
-# names) is never mapped, so no cap counts it: each such file may grow to the jail's
-# largest file (``Limits.file_bytes``, 64 MiB) and the jail may hold ``open_files`` (256) of
-# them, 16 GiB, for as long as the submission's process lives (the whole grading). The
+# names) is never mapped, so no cap counted it: each such file could grow to the jail's
+# largest file (``Limits.file_bytes``, 64 MiB) and the jail could hold ``open_files`` (256)
+# of them, 16 GiB, for as long as the submission's process lives (the whole grading). The
 # machine's memory is the whole class's: the other students graded at the same time (two
 # at once in the demo, the batch's workers) are the ones the out-of-memory killer picks
-# from. The same with System V shared memory (``shmget`` through ctypes, which a flag
-# names but does not stop). Closing it needs a bound that counts shared memory (a cgroup
-# memory limit) or a seccomp filter on ``memfd_create`` and ``shmget`` in bubblewrap
-# (``--seccomp``), a change to how every jailed process is started.
+# from. System V shared memory and message queues (``shmget``, ``msgget`` through ctypes,
+# which a flag names but does not stop) the same. Every jailed program now starts behind a
+# seccomp filter that refuses those system calls (``jail.SECCOMP_BOOT``).
 
 MEMFD_HOARD = textwrap.dedent('''
     import os
@@ -96,9 +95,6 @@ MEMFD_HOARD = textwrap.dedent('''
 
 
 @needs_jail
-@pytest.mark.xfail(strict=True, reason="memory written to anonymous files (memfd_create) is "
-                                       "outside the worker's address-space cap: needs a "
-                                       "cgroup memory limit or a seccomp filter in the jail")
 def test_a_submission_holds_no_more_memory_than_its_cap(tmp_path):
     from grader_tests.sandbox import Sandbox
 
@@ -107,4 +103,32 @@ def test_a_submission_holds_no_more_memory_than_its_cap(tmp_path):
     with Sandbox(str(path), memory_mb=64) as box:
         held_mib, _args, _kwargs = box.call("kv_cache_bytes", (1, 1, 1, 1, 1, 1), {})
     # The attack: 192 MiB held by a worker capped at 64 MiB past its start-up.
-    assert held_mib <= 64, held_mib
+    assert held_mib == 0, held_mib
+
+
+SHARED_MEMORY = textwrap.dedent('''
+    import ctypes
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    made = {"shmget": libc.shmget(0, 64 * 2**20, 0o1600),  # IPC_PRIVATE, IPC_CREAT | 0600
+            "msgget": libc.msgget(0, 0o1600)}
+    print(sorted(name for name, key in made.items() if key != -1))
+    try:
+        os.memfd_create("cache")
+        print("memfd_create")
+    except OSError as exc:
+        print(exc.errno)
+''')
+
+
+@needs_jail
+def test_a_jailed_program_makes_no_shared_memory_segment_or_anonymous_file():
+    import subprocess
+    import sys
+
+    jailed = jail.command([sys.executable, "-I", "-c", SHARED_MEMORY])
+    done = subprocess.run(jailed.argv, preexec_fn=jailed.preexec, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "1"], done.stdout  # 1: EPERM
