@@ -22,7 +22,11 @@ What a jailed process gets, and nothing else:
   student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
 - an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
 - resource limits set before ``exec`` (``Limits``): CPU seconds, processes, file size,
-  open files, no core dumps; the caller adds an address-space cap where it knows the size.
+  open files, no core dumps; the caller adds an address-space cap where it knows the size;
+- a seccomp filter, installed inside the jail before the program starts
+  (``SECCOMP_BOOT``), refusing the ways to hold memory that no address-space cap counts
+  (``DENIED_SYSCALLS``: anonymous files, System V shared memory and message queues) and
+  every system call of another ABI.
 
 If bubblewrap is missing or cannot create namespaces on this machine, ``require()`` raises
 ``JailUnavailable`` with one line saying what to install; grading untrusted code without
