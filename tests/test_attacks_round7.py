@@ -132,3 +132,63 @@ def test_a_jailed_program_makes_no_shared_memory_segment_or_anonymous_file():
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["[]", "1"], done.stdout  # 1: EPERM
+
+
+# --- 3. a training notebook that computes nothing ----------------------------------------------
+#
+# The checks of `training` had no kind, so the scoring rule (property checks count only
+# beside a passing value check) did not apply there: a submission of stubs that return
+# zeros of the right shapes (and ``make_batch`` raising ValueError for an unknown task)
+# earned 26.17 of 100 points, unflagged: "does not modify ..." and "float32 ... stays
+# float32" of block_backward, adam_step, greedy_generate and masked_cross_entropy, and
+# make_batch's copy and sort checks, which a batch of zeros passes (zeros are their own
+# copy and their own sort). The property checks of `training` now have their kind
+# (docs/contract.md §2), and copy and sort ask for sources that are not all one symbol.
+
+TRAINING_OF_ZEROS = textwrap.dedent('''
+    import numpy as np
+
+
+    def make_batch(task, L, batch_size, rng):
+        if task not in ("copy", "sort"):
+            raise ValueError(task)
+        tokens = np.zeros((batch_size, 2 * L), int)
+        return tokens, tokens, np.zeros((batch_size, 2 * L), bool)
+
+
+    def block_backward(dy, cache, ops):
+        return np.zeros_like(np.asarray(dy)), {}
+
+
+    def greedy_generate(params, prompts, n_new, config, ops):
+        B = np.asarray(prompts).shape[0]
+        return np.zeros((B, n_new), int), np.zeros((B, n_new, 21))
+
+
+    def adam_step(params, grads, state, lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+        return dict(params), {"t": state.get("t", 0) + 1, "m": dict(state.get("m", {})),
+                              "v": dict(state.get("v", {}))}
+
+
+    def masked_cross_entropy(logits, targets, loss_mask):
+        return 0.0, np.zeros_like(np.asarray(logits))
+''')
+
+
+@pytest.mark.slow  # grades five functions in the jail
+@needs_jail
+def test_a_training_notebook_of_zeros_earns_nothing(tmp_path):
+    from grader_tests.sandbox import grade_isolated
+
+    path = tmp_path / "zeros.py"
+    path.write_text(TRAINING_OF_ZEROS, encoding="utf-8")
+    names = ["make_batch", "block_backward", "greedy_generate", "adam_step",
+             "masked_cross_entropy"]
+    results, cell_errors, _flags = grade_isolated(str(path), names=names, assignment="training")
+    assert cell_errors == []
+    earned = {name: results[name].score for name in names if results[name].score > 0}
+    # The attack: {'make_batch': 7.5, 'block_backward': 4.17, 'greedy_generate': 4.0,
+    # 'adam_step': 7.5, 'masked_cross_entropy': 3.0}.
+    assert earned == {}, earned
+    copy = next(c for c in results["make_batch"].checks if c.name.startswith("copy:"))
+    assert not copy.passed and "every source symbol of the batch is 0" in copy.message
