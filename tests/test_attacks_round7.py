@@ -1,5 +1,5 @@
 """Round 7 of attacks by a student: value checks an answer computed from the mask alone
-passes.
+passes, memory no cap counts, a training notebook that computes nothing.
 
 * Attention that computes no score: ``scaled_dot_product_attention`` returning weights
   uniform over the keys the mask allows (``1 / n`` on each allowed key, 0 elsewhere) and
@@ -9,6 +9,10 @@ passes.
   invariance" passed, so the property checks counted as well: 4.8 of 12 points, unflagged.
   Both checks now also ask that other queries give other weights (the weights are the
   softmax of the scores ``Q K^T``).
+* Memory held in anonymous files and System V segments, outside the jail's address-space
+  cap, at the expense of the students graded at the same time (section 2).
+* A `training` submission of zeros earned 26.17 points from checks a constant passes
+  (section 3).
 """
 
 from __future__ import annotations
