@@ -22,7 +22,11 @@ What a jailed process gets, and nothing else:
   student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
 - an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
 - resource limits set before ``exec`` (``Limits``): CPU seconds, processes, file size,
-  open files, no core dumps; the caller adds an address-space cap where it knows the size.
+  open files, no core dumps; the caller adds an address-space cap where it knows the size;
+- a seccomp filter, installed inside the jail before the program starts
+  (``SECCOMP_BOOT``), refusing the ways to hold memory that no address-space cap counts
+  (``DENIED_SYSCALLS``: anonymous files, System V shared memory and message queues) and
+  every system call of another ABI.
 
 If bubblewrap is missing or cannot create namespaces on this machine, ``require()`` raises
 ``JailUnavailable`` with one line saying what to install; grading untrusted code without
@@ -99,6 +103,61 @@ class Limits:
     open_files: int = 256
     tmp_bytes: int = 128 * 2**20
     address_space_bytes: int | None = None
+
+
+# System calls a jailed process may not make (``SECCOMP_BOOT``), by machine: the ways to
+# hold memory that no address-space cap counts (anonymous files: ``memfd_create``,
+# ``memfd_secret``; System V shared memory and message queues: ``shmget``, ``msgget``).
+# ``uname -m`` -> (audit architecture of its system calls, numbers denied).
+DENIED_SYSCALLS = {
+    "x86_64": (0xC000003E, {"memfd_create": 319, "memfd_secret": 447, "shmget": 29,
+                            "msgget": 68}),
+    "aarch64": (0xC00000B7, {"memfd_create": 279, "memfd_secret": 447, "shmget": 194,
+                             "msgget": 186}),
+}
+# Exit status of the jail's first program when the filter cannot be installed.
+SECCOMP_FAILED = 125
+# Run inside the jail before the jailed program (``command``): installs a seccomp filter
+# that fails the ``DENIED_SYSCALLS`` of this machine with EPERM, and every system call of
+# another ABI (32-bit or x32 calls from a 64-bit process, which take other numbers), then
+# ``exec``s the program (``sys.argv[1:]``), which keeps the filter (``no_new_privs``). On a
+# machine the table does not know it execs the program as it is.
+SECCOMP_BOOT = r"""
+import ctypes, os, platform, struct, sys
+TABLE = %r
+argv = sys.argv[1:]
+entry = TABLE.get(platform.machine())
+if entry is not None:
+    arch, denied = entry
+    numbers = sorted(set(denied.values()))
+    deny = 5 + len(numbers) + 1
+    code = [(0x20, 0, 0, 4), (0x15, 1, 0, arch), (0x06, 0, 0, 0x00050001),
+            (0x20, 0, 0, 0), (0x35, deny - 5, 0, 0x40000000)]
+    for i, number in enumerate(numbers):
+        code.append((0x15, deny - (5 + i) - 1, 0, number))
+    code += [(0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050001)]
+    blob = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *c) for c in code))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    program = Program(len(code), ctypes.cast(blob, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                           ctypes.c_ulong]
+    if libc.prctl(38, 1, None, 0, 0) != 0 or \
+            libc.prctl(22, 2, ctypes.addressof(program), 0, 0) != 0:
+        sys.stderr.write("seccomp filter not installed: %%s\n"
+                         %% os.strerror(ctypes.get_errno()))
+        sys.exit(%d)
+os.execvp(argv[0], argv)
+""" % (DENIED_SYSCALLS, SECCOMP_FAILED)
+
+
+def seccomp_boot() -> list[str]:
+    """The arguments that run ``SECCOMP_BOOT`` before a jailed program: this Python
+    (bound read-only in every jail), isolated, without ``site``."""
+    return [sys.executable, "-I", "-S", "-c", SECCOMP_BOOT]
 
 
 def bwrap_path() -> str | None:
@@ -392,7 +451,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     if root:
         args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--no-new-privs", "--"]
-    args += list(argv)
+    args += seccomp_boot() + list(argv)
     return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
 
 

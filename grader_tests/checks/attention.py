@@ -96,6 +96,18 @@ def _expect_sdpa(fn, Q, K, V, mask=None, scale=True, what=SDPA, rtol=1e-6):
     return out, weights
 
 
+def _weights_follow_queries(fn, Q, K, V, mask, weights, what):
+    """``Fail('other')`` when the weights stay the same for other queries: weights computed
+    from the mask alone (uniform over the allowed keys, say) sum to 1, make ``out =
+    weights @ V`` and ignore padded keys, yet compute no score ``Q K^T``."""
+    other = rng(15).normal(size=Q.shape).astype(Q.dtype) * 2.0
+    _unused, moved = _call_sdpa(fn, other, K, V, mask)
+    if moved.shape == weights.shape and allclose(moved, weights, rtol=1e-9, atol=1e-12):
+        raise Fail("other", _("{what}: other queries Q gave the same weights; the weights are "
+                              "the softmax of the scores Q K^T / sqrt(d_k), so they change with "
+                              "the queries.").format(what=what))
+
+
 def _qkv(seed, batch, T_q, T_k, d_k, d_v, dtype=np.float64, spread=1.0):
     r = rng(seed)
     Q = (r.normal(size=batch + (T_q, d_k)) * spread).astype(dtype)
@@ -140,6 +152,7 @@ def sdpa_rows_sum_to_one(fn):
         raise Fail("other", _("{SDPA}: out is not weights @ V ({worst_difference}).").format(
             SDPA=SDPA,
                                 worst_difference=worst_difference(out, weights @ V)))
+    _weights_follow_queries(fn, Q, K, V, None, weights, SDPA)
 
 
 @check(SDPA, N_("causal mask: masked weights are exactly 0 and rows still sum to 1"))
@@ -200,6 +213,7 @@ def sdpa_padding_invariance(fn):
                               "value of the real keys (V) left the outputs as they were; the "
                               "outputs are the weights times V, so they must move by 1 (the "
                               "weights of a row sum to 1).").format(SDPA=SDPA))
+    _weights_follow_queries(fn, Q, K_pad, V_pad, mask, pad_w, SDPA)
 
 
 @check(SDPA, N_("a fully masked row gives zero weights and a zero output, never NaN"))

@@ -11,7 +11,7 @@ from solutions import training as ref
 from ..checks._util import allclose, as_array, fmt, mutation_check, unpack
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import PROPERTY, Fail, check
 
 NAME = "adam_step"
 
@@ -136,7 +136,7 @@ def adam_three_steps(fn):
         params = new
 
 
-@check(NAME, N_("float32 parameters stay float32"))
+@check(NAME, N_("float32 parameters stay float32"), kind=PROPERTY)
 def adam_float32(fn):
     params = {"W": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
     grads = {"W": np.full((3, 2), 0.5, np.float32), "b": np.ones(2, np.float32)}
@@ -148,7 +148,7 @@ def adam_float32(fn):
                                         wrong=wrong[0], dtype=new[wrong[0]].dtype))
 
 
-@check(NAME, N_("does not modify params, grads or state"))
+@check(NAME, N_("does not modify params, grads or state"), kind=PROPERTY)
 def adam_no_mutation(fn):
     params = {"W": np.arange(6.0).reshape(3, 2), "b": np.ones(2)}
     grads = {"W": np.full((3, 2), 0.5), "b": np.array([1.0, -1.0])}

@@ -9,7 +9,7 @@ from solutions import training as ref
 from ..checks._util import as_array, expect_shape, fmt, unpack
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import PROPERTY, Fail, check
 
 NAME = "make_batch"
 SEP, N_SYMBOLS = ref.SEP, ref.N_SYMBOLS
@@ -53,6 +53,16 @@ def _sequence(what, inputs, targets):
     return np.concatenate([inputs[:, :1], targets], axis=1)
 
 
+def _drawn(what, seq, L):
+    """``Fail('other')`` when every source symbol of the batch is the same one: sources
+    drawn at random never are (a constant batch is trivially its own copy and its own sort)."""
+    if seq[:, :L].size > 1 and np.all(seq[:, :L] == seq[0, 0]):
+        raise Fail("other", _("{what}: every source symbol of the batch is {symbol}; the "
+                              "sources are drawn at random (rng.integers(0, {N_SYMBOLS}, size=(B, "
+                              "L))).").format(what=what, symbol=int(seq[0, 0]),
+                                               N_SYMBOLS=N_SYMBOLS))
+
+
 @check(NAME, N_("layout: inputs = positions 0..2L-1 and targets = positions 1..2L of [s1..sL, "
                 "SEP, a1..aL]"))
 def batch_layout(fn):
@@ -76,6 +86,8 @@ def batch_copy(fn):
     for L, B in ((1, 4), (5, 12)):
         what, inputs, targets, _unused = _batch(fn, "copy", L, B, 110 + L)
         seq = _sequence(what, inputs, targets)
+        if L * B > 20:  # a draw of this size is never constant
+            _drawn(what, seq, L)
         if not np.array_equal(seq[:, L + 1:], seq[:, :L]):
             b = int(np.argmax(np.any(seq[:, L + 1:] != seq[:, :L], axis=1)))
             raise Fail("other", _("{what}: for copy the answer must repeat the source; sequence "
@@ -87,6 +99,8 @@ def batch_sort(fn):
     for L, B in ((2, 6), (6, 40)):
         what, inputs, targets, _unused = _batch(fn, "sort", L, B, 120 + L)
         seq = _sequence(what, inputs, targets)
+        if L * B > 20:
+            _drawn(what, seq, L)
         expected = np.sort(seq[:, :L], axis=1)
         if not np.array_equal(seq[:, L + 1:], expected):
             b = int(np.argmax(np.any(seq[:, L + 1:] != expected, axis=1)))
@@ -169,7 +183,7 @@ def batch_draws(fn):
                                 distinct=distinct, L=L))
 
 
-@check(NAME, N_("an unknown task raises ValueError"))
+@check(NAME, N_("an unknown task raises ValueError"), kind=PROPERTY)
 def batch_unknown_task(fn):
     try:
         call(fn, "reverse", 3, 2, np.random.default_rng(150))

@@ -18,7 +18,7 @@ from .. import gradcheck
 from ..checks._util import as_array, call_watching_inputs, unpack, worst_difference
 from ..i18n import N_, _
 from ..guard import call
-from ..registry import Fail, check
+from ..registry import PROPERTY, Fail, check
 from ._fixtures import (
     largest,
     reference_ops,
@@ -256,7 +256,7 @@ def model_post_ln(fn):
     _model_check(fn, False, 330)
 
 
-@check(NAME, N_("float32 cache and dy give float32 gradients"))
+@check(NAME, N_("float32 cache and dy give float32 gradients"), kind=PROPERTY)
 def block_float32(fn):
     config, params, _unused, _unused, _unused = tiny_problem(340, dtype=np.float32)
     block = ref.block_params(params, 1)
@@ -273,7 +273,7 @@ def block_float32(fn):
                                         dtype=dict(grads, dx=dx)[wrong[0]].dtype))
 
 
-@check(NAME, N_("does not modify dy or the cache"))
+@check(NAME, N_("does not modify dy or the cache"), kind=PROPERTY)
 def block_no_mutation(fn):
     config, params, _unused, _unused, _unused = tiny_problem(350, pre_ln=False)
     block = ref.block_params(params, 0)

@@ -9,7 +9,7 @@ from solutions import training as ref
 from ..checks._util import allclose, as_array, expect_shape, fmt, mutation_check, unpack
 from ..guard import call
 from ..i18n import N_, _
-from ..registry import Fail, check
+from ..registry import PROPERTY, Fail, check
 from ._fixtures import TINY_L, reference_ops, student_ops, tiny_config
 
 GEN, ACC = "greedy_generate", "answer_accuracy"
@@ -89,7 +89,7 @@ def generate_variants(fn):
                                     prompts=fmt(prompts[0]), expected=fmt(expected[0])))
 
 
-@check(GEN, N_("does not modify the prompts or the parameters"))
+@check(GEN, N_("does not modify the prompts or the parameters"), kind=PROPERTY)
 def generate_no_mutation(fn):
     cfg, params, prompts = _model(440)
     mutation_check(fn, (params, prompts, 2, cfg, student_ops()), {}, GEN,

@@ -17,7 +17,7 @@ from ..checks._util import (
 )
 from ..i18n import N_, _
 from ..guard import call
-from ..registry import Fail, check
+from ..registry import PROPERTY, Fail, check
 
 NAME = "masked_cross_entropy"
 
@@ -165,7 +165,7 @@ def loss_float32(fn):
                                 worst_difference=worst_difference(dlogits, reference_grad)))
 
 
-@check(NAME, N_("does not modify logits, targets or loss_mask"))
+@check(NAME, N_("does not modify logits, targets or loss_mask"), kind=PROPERTY)
 def loss_no_mutation(fn):
     logits, targets, mask = _problem(206)
     mutation_check(fn, (logits, targets, mask), {}, NAME, ["logits", "targets", "loss_mask"])
