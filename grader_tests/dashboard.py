@@ -842,7 +842,8 @@ def _write_dashboard(root: Path, assignment: str, db_url: str | None,
 
 
 def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str | None = None,
-                  log_path: Path | None = None, out: TextIO | None = None) -> Path | None:
+                  log_path: Path | None = None, out: TextIO | None = None,
+                  shown_from: Path | None = None) -> Path | None:
     """Write the dashboard at the end of a grading run; never raises.
 
     Prints one line: where the page is (relative to the working folder when it lies
@@ -852,6 +853,8 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
 
     Args:
         out: the text stream to print to (default: ``sys.stdout``).
+        shown_from: the folder the printed path is relative to (default: the current
+            one; a command that changed folder passes the one it was run from).
 
     Returns:
         The page's path, or None.
@@ -866,7 +869,7 @@ def after_grading(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str 
                         error=f"{type(exc).__name__}: {exc}", assignment=assignment), file=out)
             return None
         try:  # a path the reader can open from where the command ran
-            shown = page.resolve().relative_to(Path.cwd().resolve())
+            shown = page.resolve().relative_to((shown_from or Path.cwd()).resolve())
         except ValueError:
             shown = page
         print(_("dashboard: {page} (figures as PNG and SVG beside it)").format(page=shown),

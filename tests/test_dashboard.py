@@ -365,6 +365,17 @@ def test_after_grading_names_the_page_from_the_working_folder(course, tmp_path, 
         f"dashboard: {page.resolve()} (figures as PNG and SVG beside it)")
 
 
+
+def test_after_grading_names_the_page_from_where_a_command_that_changed_folder_ran(
+        course, monkeypatch, capsys):
+    """The demo works inside the course folder (``os.chdir``) but is run from the
+    repository root: it passes that folder, and the line names ``example/dashboard/...``."""
+    monkeypatch.chdir(course)
+    dashboard.after_grading(course, shown_from=course.parent)
+    shown = Path(course.name, "dashboard", A, "index.html")
+    assert capsys.readouterr().out.strip() == (
+        f"dashboard: {shown} (figures as PNG and SVG beside it)")
+
 def test_after_grading_never_raises(tmp_path, capsys):
     assert dashboard.after_grading(tmp_path) is None
     assert "dashboard: not written (DashboardError: no gradebook" in capsys.readouterr().out

@@ -534,6 +534,7 @@ def run(args: argparse.Namespace) -> int:
     exit status."""
     root = args.root.resolve()
     started = time.perf_counter()
+    invoked_from = Path.cwd()                 # where the printed paths are read from
     os.chdir(root)
     os.environ.update(child_env())  # inherited by the workers and their kernels
 
@@ -594,7 +595,7 @@ def run(args: argparse.Namespace) -> int:
         print_summary(counts, len(students))
     unlocked = open_training_gate(root, coursedir)
     from grader_tests.dashboard import after_grading  # (the students' copy has no graders)
-    after_grading(root, ASSIGNMENT)  # step 8, counted in the times below
+    after_grading(root, ASSIGNMENT, shown_from=invoked_from)  # step 8, timed below
     seconds = time.perf_counter() - started
     summary = summary_json(students, counts, results, round(seconds, 1))
     summary["training_unlocked"] = unlocked
