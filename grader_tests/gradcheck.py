@@ -17,6 +17,17 @@ smooth functions graded here (layer norm, attention) the truncation error is of 
 ``eps^2`` and correct gradients give ``rel < 1e-6``; the graders fail a gradient at
 ``rel > REL_TOL = 1e-4`` or ``abs > FLOOR``. A missing term or a transposed matrix gives
 errors of order 1.
+
+A sampled finite-difference check is paired with a comparison against the exact gradient
+of the reference backward on every coordinate (``agrees``). Its absolute floor is scaled
+to the magnitudes involved: ``|a - e| <= EXACT_RTOL |e| + EXACT_ATOL * scale``, where
+``scale`` is the largest magnitude of any gradient the same backward returns
+(``gradient_scale``). A gradient that is exactly zero in exact arithmetic (the key bias
+of attention: adding ``b_K`` shifts every score of a query's row by the same amount, and
+the softmax is invariant to that) comes out of any implementation as rounding noise of
+order ``1e-16 * scale``, of either sign, depending on the processor's BLAS kernels and
+summation order; a floor scaled only to that gradient's own magnitude would judge noise
+against noise and fail correct code on some machines.
 """
 
 import numpy as np
@@ -24,6 +35,10 @@ import numpy as np
 EPS = 1e-6
 FLOOR = 1e-4
 REL_TOL = 1e-4
+# The comparison with an exact gradient (``agrees``): relative part, and absolute floor as
+# a fraction of the backward's gradient scale (float64 rounding is about 1e-16 of it).
+EXACT_RTOL = 1e-6
+EXACT_ATOL = 1e-7
 
 
 def numerical_gradient(loss, value, eps=EPS):
@@ -79,3 +94,39 @@ def gradient_ok(analytic, numerical):
     """True if ``analytic`` passes against ``numerical`` (``rel <= REL_TOL``, ``abs <= FLOOR``)."""
     rel, abs_err, _ = rel_error(analytic, numerical)
     return rel <= REL_TOL and abs_err <= FLOOR
+
+
+def gradient_scale(*gradients: np.ndarray) -> float:
+    """The magnitude against which rounding noise of a backward is judged.
+
+    Args:
+        gradients: every array one backward call returns (``dx`` and each parameter's
+            gradient), of any shapes and float dtypes.
+
+    Returns:
+        The largest absolute value over all of them, as a float; 1.0 when every entry is
+        zero (or there is none), so that the floor stays a positive absolute number.
+    """
+    largest = max((float(np.max(np.abs(g))) for g in gradients if np.size(g)), default=0.0)
+    return largest if largest > 0 and np.isfinite(largest) else 1.0
+
+
+def agrees(got: np.ndarray, expected: np.ndarray, scale: float) -> bool:
+    """True if ``got`` equals the exact gradient ``expected`` to rounding, coordinate-wise.
+
+    ``|got - expected| <= EXACT_RTOL * |expected| + EXACT_ATOL * scale`` everywhere, in
+    float64 (see the module's docstring for why the floor uses ``scale``).
+
+    Args:
+        got: the submission's gradient, any shape.
+        expected: the reference's exact gradient, the same shape as ``got``.
+        scale: ``gradient_scale`` of every gradient of the same backward call.
+
+    Returns:
+        False if the shapes differ or any coordinate of ``got`` is not finite.
+    """
+    a = np.asarray(got, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape or not np.all(np.isfinite(a)):
+        return False
+    return bool(np.all(np.abs(a - e) <= EXACT_RTOL * np.abs(e) + EXACT_ATOL * scale))

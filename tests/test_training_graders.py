@@ -185,6 +185,12 @@ BUGGY = {
             grads["b2"] = np.broadcast_to(grads["b2"] / dy.shape[1], dy.shape[1:]).copy()
             return dx, grads
     """, "param-grad-axes"),
+    "key-bias gradient off by 1e-5 of the gradients' scale": ("block_backward", """
+        def block_backward(dy, cache, ops):
+            dx, grads = _reference_block_backward(dy, cache, ops)
+            scale = max(float(np.abs(g).max()) for g in grads.values())
+            return dx, dict(grads, b_K=grads["b_K"] + 1e-5 * scale)
+    """, "other"),
     "W1 gradient transposed": ("block_backward", """
         def block_backward(dy, cache, ops):
             dx, grads = _reference_block_backward(dy, cache, ops)
@@ -292,6 +298,17 @@ CORRECT = {
     "greedy with the KV cache": ("greedy_generate", """
         greedy_generate = generate_with_cache
     """),
+    # The key bias's gradient is exactly zero in exact arithmetic (b_K shifts every score of
+    # a query's row by the same amount): a correct backward returns rounding noise there,
+    # of either sign, depending on the processor's BLAS and summation order.
+    **{f"block backward, key-bias gradient {label}": ("block_backward", f"""
+        _reference_bb = block_backward
+        def block_backward(dy, cache, ops):
+            dx, grads = _reference_bb(dy, cache, ops)
+            scale = max(float(np.abs(g).max()) for g in grads.values())
+            return dx, dict(grads, b_K=np.full_like(grads["b_K"], {factor} * scale))
+    """) for label, factor in (("rounding noise > 0", "3e-16"), ("rounding noise < 0", "-3e-16"),
+                               ("exactly zero", "0.0"))},
     "block backward, fast kernel": ("block_backward", """
         block_backward = fast_block_backward
     """),

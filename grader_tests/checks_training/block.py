@@ -117,6 +117,7 @@ def _compare(pre_ln, what, analytic, reference, numeric):
         reference: dict name -> the exact gradient of the reference backward.
         numeric: dict name -> (indices, central differences at those indices).
     """
+    scale = gradcheck.gradient_scale(*reference.values())
     for key in ORDER[pre_ln] + ("dx",):
         got, expected = analytic[key], reference[key]
         _shape_problem(what, key, got, expected)
@@ -124,8 +125,7 @@ def _compare(pre_ln, what, analytic, reference, numeric):
         sampled = np.array([got[i] for i in indices], dtype=np.float64)
         rel, abs_err, worst = gradcheck.rel_error(sampled, values)
         fd_ok = rel <= gradcheck.REL_TOL and abs_err <= gradcheck.FLOOR
-        scale = float(np.max(np.abs(expected))) or 1.0
-        exact_ok = bool(np.all(np.abs(got - expected) <= 1e-6 * np.abs(expected) + 1e-7 * scale))
+        exact_ok = gradcheck.agrees(got, expected, scale)
         if fd_ok and exact_ok:
             continue
         fault = "weight-grad-wrong" if key in FFN_KEYS else "other"
