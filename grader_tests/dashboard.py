@@ -156,6 +156,9 @@ class ClassResults:
         parts: graded names in the points table's order, each with its maximum points.
         students: the students with a submission, by id.
         absent: gradebook students without a submission of the assignment.
+        refused: the inbound folders ``nbgrader collect`` refused (the records of
+            ``refused/<assignment>/refused.jsonl``: ``folder``, ``claimed``, ``owner``,
+            ``reason``, ``kept``; untrusted text).
     """
 
     course_id: str
@@ -163,6 +166,7 @@ class ClassResults:
     parts: dict[str, float]
     students: list[StudentResult]
     absent: list[str]
+    refused: list[dict] = field(default_factory=list)
 
     @property
     def max_score(self) -> float:
@@ -433,8 +437,11 @@ def read_results(root: Path, assignment: str = DEFAULT_ASSIGNMENT, db_url: str |
                 if page.is_file() and _inside(page, feedback_root):
                     row.feedback = page
                 students.append(row)
+    from .exchange import REFUSED_DIRECTORY, REFUSED_RECORDS, read_refused
+
+    refused = read_refused(root / REFUSED_DIRECTORY / assignment / REFUSED_RECORDS)
     return ClassResults(course_id=course_id, assignment=assignment, parts=parts,
-                        students=students, absent=absent)
+                        students=students, absent=absent, refused=refused)
 
 
 # ---------------------------------------------------------------------------------------
@@ -696,6 +703,11 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
         notes=E(_("notes")),
         no_feedback_page=E(_("(no feedback page)")),
         part_not_graded=E(_("{part} not graded")),
+        refused_at_collect=E(_("refused at collect")),
+        folder=E(_("folder")),
+        claimed_for=E(_("named as")),
+        owned_by=E(_("owned by")),
+        why=E(_("why")),
     )
     title = E(_("{assignment}: class dashboard").format(assignment=data.assignment))
     out = [
@@ -723,7 +735,11 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
     out += [f'<tr><th>{label.to_review}</th>'
             f'<td class="num">{len(review)}</td></tr>',
             f'<tr><th>{label.students_without_a_submission}</th>'
-            f'<td class="num">{len(data.absent)}</td></tr>', "</tbody></table>"]
+            f'<td class="num">{len(data.absent)}</td></tr>']
+    if data.refused:
+        out.append(f'<tr><th><a href="#refused">{label.refused_at_collect}</a></th>'
+                   f'<td class="num flag">{len(data.refused)}</td></tr>')
+    out.append("</tbody></table>")
 
     for stem, figure_title in FIGURES.items():
         title = _(figure_title)
@@ -798,6 +814,20 @@ def page_html(data: ClassResults, svgs: dict[str, bytes], out_dir: Path,
         out.append("<p>" + E(_("In the gradebook without a submission of {assignment}: "
                                 "{students}.").format(assignment=data.assignment,
                                                       students=", ".join(data.absent))) + "</p>")
+    if data.refused:
+        out += [f'<h2 id="refused">{label.refused_at_collect}</h2>',
+                "<p>" + E(_("Folders of the exchange's inbound that nbgrader collect did not "
+                            "collect: each is named as a student's submission but is not "
+                            "theirs, or its name is refused. They are left in the inbound, "
+                            "and a copy of each is kept in {folder}.").format(
+                                folder=f"refused/{data.assignment}/")) + "</p>",
+                f'<table id="refused-table"><thead><tr><th>{label.folder}</th>'
+                f"<th>{label.claimed_for}</th><th>{label.owned_by}</th>"
+                f"<th>{label.why}</th></tr></thead><tbody>"]
+        for r in data.refused:
+            out.append("<tr>" + "".join(f"<td>{E(str(r.get(key, '')))}</td>" for key in
+                                        ("folder", "claimed", "owner", "reason")) + "</tr>")
+        out.append("</tbody></table>")
     out += ["</body>", "</html>", ""]
     return "\n".join(out)
 

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import stat
-import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -36,8 +35,11 @@ from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from nbgrader.utils import ignore_patterns, unzip
 from traitlets import Float
 
-__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "TIMESTAMP_NOTE",
-           "copy_submission", "safe_student_id", "settle_timestamp"]
+from .student_ids import student_id_problem, valid_student_id
+
+__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "REFUSED_DIRECTORY",
+           "TIMESTAMP_NOTE", "copy_submission", "ownership_problem", "read_refused",
+           "safe_student_id", "settle_timestamp"]
 
 _log = logging.getLogger(__name__)
 
@@ -232,21 +234,191 @@ def settle_timestamp(src: str | os.PathLike, dest: str | os.PathLike, *, who: st
     return note
 
 
-class ExchangeCollect(_NbgraderExchangeCollect):
-    """nbgrader's ``ExchangeCollect`` whose copy follows no link (:func:`copy_submission`)
-    and keeps a submission time the student could not have forged
-    (:func:`settle_timestamp`).
+# Where the collect keeps, for the instructor, each inbound folder it refused (a copy, no
+# link followed) and ``refused.jsonl``, one JSON record per refusal: relative to the
+# course folder, one subfolder per assignment.
+REFUSED_DIRECTORY = "refused"
+REFUSED_RECORDS = "refused.jsonl"
 
-    Set in ``nbgrader_config.py`` as ``c.ExchangeFactory.collect``; everything else
-    (which submission, ``--update``, ``--before-duedate``, the owner check) is nbgrader's.
-    ``timestamp_tolerance`` (seconds, default 10) is how much later than the claimed time
-    the submitted files' change time may be.
+
+def folder_owners(path: str | os.PathLike) -> set[int]:
+    """The uids owning the folder ``path`` and every entry under it (``lstat``: no link
+    followed)."""
+    path = os.fspath(path)
+    owners = {os.lstat(path).st_uid}
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        for name in dirs + files:
+            owners.add(os.lstat(os.path.join(folder, name)).st_uid)
+    return owners
+
+
+def user_name(uid: int) -> str:
+    """The login name of ``uid``, or ``uid <n>`` when the system has none."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def ownership_problem(path: str | os.PathLike, student: str,
+                      collector_uid: int | None = None) -> str | None:
+    """Why the inbound folder ``path``, named as ``student``'s submission, is not theirs,
+    or None when it is.
+
+    The folder and every entry under it must be owned by the unix user named ``student``
+    or by the user collecting (``collector_uid``, default the effective uid): on a
+    multi-user exchange only root can give a file to another user, so a folder a student
+    made in the inbound (mode 0733, writable by all) under a classmate's name is owned by
+    that student. Where all students are one uid (a single-user demo, a container), their
+    folders are all the collector's own and this rule cannot tell them apart.
+
+    Args:
+        path: the inbound folder (``<student>+<assignment>+<time>``).
+        student: the student id the name claims.
+        collector_uid: the uid allowed besides the student's (the instructor's).
+
+    Returns:
+        None, or the reason (str) naming the claimed student and the owner(s).
+
+    Raises:
+        OSError: ``path`` cannot be read.
+    """
+    import pwd
+
+    collector_uid = os.geteuid() if collector_uid is None else collector_uid
+    allowed = {collector_uid}
+    try:
+        allowed.add(pwd.getpwnam(student).pw_uid)
+    except KeyError:
+        pass  # no such login: only the collector's own folders are the student's
+    others = sorted(folder_owners(path) - allowed)
+    if not others:
+        return None
+    names = ", ".join(user_name(uid) for uid in others)
+    return (f"it is named as {student}'s submission but it, or a file in it, is owned by "
+            f"{names}")
+
+
+class ExchangeCollect(_NbgraderExchangeCollect):
+    """nbgrader's ``ExchangeCollect`` that collects for a student only a folder of
+    theirs, whose copy follows no link (:func:`copy_submission`) and that keeps a
+    submission time the student could not have forged (:func:`settle_timestamp`).
+
+    Set in ``nbgrader_config.py`` as ``c.ExchangeFactory.collect``. Before nbgrader picks
+    each student's latest inbound folder, every folder is checked: its name must parse
+    (``<student>+<assignment>+<time>``), the student id must pass the kit's rule
+    (:func:`grader_tests.student_ids.student_id_problem`) and the folder and its files
+    must belong to that student (:func:`ownership_problem`; off with nbgrader's own
+    ``CollectApp.check_owner = False``). A refused folder is left in the inbound as it
+    is, copied for review to ``refused/<assignment>/`` of the course with a record in
+    ``refused/<assignment>/refused.jsonl`` (which the dashboard lists), and logged as an
+    error naming both users; the student's latest folder of their own is collected.
+    Everything else (``--update``, ``--before-duedate``) is nbgrader's.
+    ``timestamp_tolerance`` (seconds, default 10) is how far the claimed time may be from
+    the submitted files' change time.
     """
 
     timestamp_tolerance = Float(TIMESTAMP_TOLERANCE, help=(
         "Seconds by which the inode change time of a submission's files may follow the "
         "time in its timestamp.txt; beyond that the change time is the submission "
         "time (flagged in timestamp_note.txt)")).tag(config=True)
+
+    def init_src(self) -> None:
+        """nbgrader's choice of each student's latest inbound folder, among the folders
+        that pass the kit's checks (see the class); the others are refused
+        (:meth:`refuse`).
+
+        Raises:
+            nbgrader.exchange.ExchangeError: no course id, no inbound folder, or it is
+                not readable (nbgrader's own checks).
+        """
+        import glob
+
+        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.utils import check_mode
+
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        if not check_mode(self.inbound_path, read=True, execute=True):
+            self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
+        student_id = self.coursedir.student_id if self.coursedir.student_id else "*"
+        pattern = os.path.join(self.inbound_path,
+                               f"{student_id}+{self.coursedir.assignment_id}+*")
+        self.refused_records: list[dict] = []
+        by_student: dict[str, list[dict]] = {}
+        for path in sorted(glob.glob(pattern)):
+            name = os.path.basename(path)
+            try:
+                record = self._path_to_record(path)
+            except Exception:  # noqa: BLE001 (nbgrader's parse: ExchangeError, ValueError, ...)
+                self.refuse(path, name.split("+", 1)[0], None,
+                            "its name does not end in a submission time")
+                continue
+            problem = student_id_problem(record["username"])
+            if problem is None and self.check_owner:
+                try:
+                    problem = ownership_problem(path, record["username"])
+                except OSError as exc:
+                    problem = f"it cannot be read ({exc})"
+            if problem is not None:
+                self.refuse(path, record["username"], record, problem)
+                continue
+            by_student.setdefault(record["username"], []).append(record)
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                self.duedate = None
+        self.src_records = []
+        for records in by_student.values():
+            records = self._sort_by_timestamp(records)
+            if self.duedate is not None and self.before_duedate:
+                on_time = [r for r in records if r["timestamp"] <= self.duedate]
+                records = on_time or records
+            self.src_records.append(records[0])
+
+    def refuse(self, path: str, claimed: str, record: dict | None, reason: str) -> None:
+        """Do not collect the inbound folder ``path`` (claimed for ``claimed``): leave it
+        in the inbound, copy it (no link followed) to
+        ``refused/<assignment>/<folder name>`` of the course, append a record to
+        ``refused/<assignment>/refused.jsonl`` and log an error naming the claimed
+        student, the owner(s) and ``reason``."""
+        import json
+
+        name = os.path.basename(path)
+        try:
+            owners = ", ".join(user_name(uid) for uid in sorted(folder_owners(path)))
+        except OSError:
+            owners = "unknown"
+        where = os.path.join(self.coursedir.root, REFUSED_DIRECTORY,
+                             self.coursedir.assignment_id)
+        kept = os.path.join(where, name)
+        try:
+            os.makedirs(where, exist_ok=True)
+            if not os.path.lexists(kept):
+                copy_submission(path, kept, who=claimed, log=self.log)
+        except OSError as exc:
+            kept = f"(not copied: {exc})"
+        entry = {"folder": name, "claimed": claimed, "owner": owners, "reason": reason,
+                 "kept": os.path.relpath(kept, self.coursedir.root)
+                 if os.path.isabs(kept) else kept,
+                 "refused_at": datetime.datetime.now(datetime.UTC).isoformat(
+                     timespec="seconds")}
+        records = os.path.join(where, REFUSED_RECORDS)
+        known = {r.get("folder") for r in read_refused(records)}
+        if name not in known:
+            with open(records, "a", encoding="utf-8") as f:
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+        self.refused_records.append(entry)
+        self.log.error("Refused %r (claimed for %r, owned by %s): %s. Not collected: left "
+                       "in the inbound and kept for review in %s", name, claimed, owners,
+                       reason, entry["kept"])
 
     def do_copy(self, src: str, dest: str, log: Any = None) -> None:
         """Copy the submission folder ``src`` of the inbound to ``dest`` (``submitted/``).
@@ -299,16 +471,28 @@ def _add_mode(path: str, bits: int, mask: int, log: Any) -> None:
             log.warning("Could not update permissions of %s to make it groupshared", path)
 
 
-def safe_student_id(student_id: object) -> bool:
-    """True when ``student_id`` can name a folder of ``submitted/``: a non-empty str with
-    no path separator, no control or format character, not starting with ``.`` (so
-    neither ``.`` nor ``..``, nor a hidden folder nbgrader would not see)."""
-    if not isinstance(student_id, str) or not student_id or student_id.startswith("."):
-        return False
-    if "/" in student_id or "\\" in student_id or os.sep in student_id:
-        return False
-    return not any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
-                   for ch in student_id)
+# The kit's rule for a student id (grader_tests.student_ids), under its earlier name.
+safe_student_id = valid_student_id
+
+
+def read_refused(path: str | os.PathLike) -> list[dict]:
+    """The records of ``refused.jsonl`` at ``path`` (``ExchangeCollect.refuse``); an
+    unreadable line is skipped, a missing file is no record."""
+    import json
+
+    found = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    found.append(record)
+    except FileNotFoundError:
+        pass
+    return found
 
 
 class PlatformExtractor(ExtractorPlugin):
@@ -363,7 +547,8 @@ class CanvasCollector(FileNameCollectorPlugin):
 
     * a file unpacked from an archive inside the download (a folder beside an archive
       of its name) is skipped: its name is the student's, not the platform's;
-    * a student id that is no plain folder name (:func:`safe_student_id`) is skipped;
+    * a student id the kit's rule refuses
+      (:func:`grader_tests.student_ids.student_id_problem`) is skipped, with the reason;
     * of one student's several files of one notebook, only the latest is collected:
       the highest ``-N`` (no suffix is 0), then the highest attachment id (Canvas numbers
       uploads in order); the others are skipped with a warning;
@@ -429,12 +614,12 @@ class CanvasCollector(FileNameCollectorPlugin):
             found = self._match(path)
         if not found:
             return None
-        if not safe_student_id(found.get("student_id")):
+        problem = student_id_problem(found.get("student_id"))
+        if problem is not None:
             if quiet:
                 return None
-            self.log.warning("Skipped %r: %r is no student id (a folder name, no path "
-                             "separator, control character or leading dot)", path,
-                             found.get("student_id"))
+            self.log.warning("Skipped %r: %r is refused as a student id: %s", path,
+                             found.get("student_id"), problem)
             return None
         return found
 

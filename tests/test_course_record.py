@@ -1,0 +1,198 @@
+"""The course's record around the grading: whose file is collected, which student ids are
+accepted, and what ``grades.csv`` says.
+
+The exchange tests run as a course runs on a shared machine: two unix users created for
+the test (names with a random suffix, removed after) write in the exchange's inbound as
+themselves, with the shell's own commands (``setpriv``), and the instructor (root)
+collects with nbgrader and the kit's configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from grader_tests.student_ids import student_id_problem
+from tests.helpers import ROOT, kit_env
+
+COURSE_ID = "attention-kit"
+CORRECT = ROOT / "example" / "submitted" / "student_correct" / "attention" / "attention.ipynb"
+STUB = ROOT / "release" / "attention" / "attention.ipynb"
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
+                                reason="creating unix users for the exchange needs root "
+                                       "and useradd")
+
+
+@pytest.fixture(scope="module")
+def two_users():
+    """Two unix users (``victim``, ``attacker``), removed after the module's tests."""
+    suffix = secrets.token_hex(3)
+    names = {"victim": f"kitv{suffix}", "attacker": f"kita{suffix}"}
+    made = []
+    try:
+        for name in names.values():
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name],
+                           check=True, capture_output=True)
+            made.append(name)
+        yield names
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def as_user(user: str, script: str, *args: str) -> None:
+    """Run the shell ``script`` (with ``args`` as $1, $2, ...) as the unix user ``user``."""
+    entry = pwd.getpwnam(user)
+    subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
+                    "--clear-groups", "sh", "-c", script, "sh", *args],
+                   check=True, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+
+
+def stamp(when: datetime) -> str:
+    """nbgrader's ``Exchange.timestamp_format`` of ``when``."""
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+
+
+def hand_in(user: str, inbound: Path, claimed: str, when: datetime, notebook: Path) -> Path:
+    """What ``nbgrader submit`` leaves in the inbound, written by ``user`` as ``claimed``."""
+    folder = inbound / f"{claimed}+attention+{stamp(when)}"
+    as_user(user, 'mkdir "$1" && cp "$2" "$1/attention.ipynb" && printf %s "$3" > '
+                  '"$1/timestamp.txt"', str(folder), str(notebook), stamp(when))
+    return folder
+
+
+@pytest.fixture
+def course():
+    """A course folder with the kit's configuration and an exchange whose inbound is
+    nbgrader's (mode 0733: every user may write, only the instructor may list), in a
+    folder the test's users can reach (pytest's own temporary folders are root's only)."""
+    top = Path(tempfile.mkdtemp(prefix="kit-exchange-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        course = top / "course"
+        course.mkdir()
+        shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+        inbound = top / "exchange" / COURSE_ID / "inbound"
+        inbound.mkdir(parents=True)
+        for folder in (top / "exchange", top / "exchange" / COURSE_ID):
+            folder.chmod(0o755)
+        inbound.chmod(0o733)
+        yield course
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def collect(course: Path, *args: str) -> subprocess.CompletedProcess:
+    exchange = course.parent / "exchange"
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "collect", "attention",
+                           f"--Exchange.root={exchange}", *args], cwd=course, env=kit_env(),
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+@needs_root
+def test_a_folder_handed_in_under_a_classmates_name_is_refused_and_reported(course, two_users):
+    victim, attacker = two_users["victim"], two_users["attacker"]
+    inbound = course.parent / "exchange" / COURSE_ID / "inbound"
+    now = datetime.now(timezone.utc)
+    own = hand_in(victim, inbound, victim, now, CORRECT)
+    first = collect(course)
+    submitted = course / "submitted" / victim / "attention"
+    assert (submitted / "attention.ipynb").read_bytes() == CORRECT.read_bytes()
+
+    # The classmate's stub under the victim's name, stamped far in the future so that it
+    # would win over every later submission of the victim's.
+    forged = hand_in(attacker, inbound, victim, datetime(2099, 1, 1, tzinfo=timezone.utc), STUB)
+    before = tree(forged)
+    done = collect(course, "--update")
+    output = done.stdout + done.stderr
+    assert (submitted / "attention.ipynb").read_bytes() == CORRECT.read_bytes()
+    assert f"No newer submission to collect: {victim} attention" in output
+    # reported, naming both users, in the collect's output ...
+    refusal = next(line for line in output.splitlines() if "Refused" in line)
+    assert victim in refusal and attacker in refusal and forged.name in refusal
+    # ... and in the record the dashboard lists, with a copy kept for review
+    (record,) = [json.loads(line) for line in
+                 (course / "refused" / "attention" / "refused.jsonl").read_text().splitlines()]
+    assert (record["claimed"], record["owner"], record["folder"]) == (victim, attacker, forged.name)
+    assert tree(course / record["kept"]) == before
+    # the folder stays in the inbound as the attacker left it, and the victim's own too
+    assert tree(forged) == before and own.is_dir()
+    assert "Refused" not in first.stdout + first.stderr
+
+    # A file of the attacker's slipped into a folder the victim made writable is refused
+    # too, and the victim's own older folder is still the one collected.
+    as_user(victim, 'mkdir "$1" && chmod 777 "$1"',
+            str(inbound / f"{victim}+attention+{stamp(datetime.now(timezone.utc))}"))
+    shared = next(p for p in inbound.iterdir() if p.name.startswith(f"{victim}+") and p != own
+                  and p != forged)
+    as_user(attacker, 'cp "$1" "$2/attention.ipynb"', str(STUB), str(shared))
+    done = collect(course, "--update")
+    output = done.stdout + done.stderr
+    assert any(shared.name in line and attacker in line for line in output.splitlines()
+               if "Refused" in line), output
+    assert (submitted / "attention.ipynb").read_bytes() == CORRECT.read_bytes()
+
+
+@needs_root
+def test_a_students_own_later_folder_is_collected(course, two_users):
+    victim = two_users["victim"]
+    inbound = course.parent / "exchange" / COURSE_ID / "inbound"
+    hand_in(victim, inbound, victim, datetime(2025, 1, 1, tzinfo=timezone.utc), STUB)
+    hand_in(victim, inbound, victim, datetime.now(timezone.utc), CORRECT)
+    done = collect(course)
+    assert "Refused" not in done.stdout + done.stderr
+    assert (course / "submitted" / victim / "attention" / "attention.ipynb").read_bytes() == \
+        CORRECT.read_bytes()
+    assert not (course / "refused").exists()
+
+
+@pytest.mark.parametrize("student_id", [
+    "name,,,,100.0,0.0,100.0,100.0,", "a;b", "a\tb", "a|b", 'a"b', "a'b", "a`b",
+    "a\nb", "a\rb", "a\x1b[2K", "a\u200bb", "a\u2028b", "=1+1", "+1", "-1", "@SUM(A1)",
+    "a/b", "a\\b", "a:b", "a*", "a?", "a[1]", ".", "..", ".hidden", "", " a", "a ",
+    "x" * 256, None])
+def test_the_student_id_rule_refuses(student_id):
+    assert student_id_problem(student_id) is not None
+
+
+@pytest.mark.parametrize("student_id", [
+    "jdoe", "jane.doe", "o.brien-2", "s1234567", "jane@uni.it", "doejane", "a+b", "Zoë"])
+def test_the_student_id_rule_accepts(student_id):
+    assert student_id_problem(student_id) is None
+
+
+def test_the_dashboard_lists_what_the_collect_refused(tmp_path):
+    from grader_tests.dashboard import FIGURES, ClassResults, page_html
+    from grader_tests.exchange import read_refused
+
+    records = tmp_path / "refused.jsonl"
+    records.write_text(json.dumps({"folder": "ada+attention+2099-01-01 00:00:00 UTC",
+                                   "claimed": "ada", "owner": "mallory", "reason": "<b>x</b>",
+                                   "kept": "refused/attention/ada+attention+2099"}) + "\n"
+                       + "not json\n", encoding="utf-8")
+    refused = read_refused(records)
+    assert [r["owner"] for r in refused] == ["mallory"]
+    data = ClassResults(course_id=COURSE_ID, assignment="attention", parts={}, students=[],
+                        absent=[], refused=refused)
+    page = page_html(data, {stem: b"<svg/>" for stem in FIGURES}, tmp_path, "now")
+    table = page[page.index('id="refused-table"'):]
+    assert "<td>ada</td><td>mallory</td><td>&lt;b&gt;x&lt;/b&gt;</td>" in table
+    assert 'href="#refused"' in page
