@@ -183,6 +183,17 @@ c.Autograde.autograde_preprocessors = [
     SaveAutoGrades, FlagForReview, AssignLatePenalties, CheckCellMetadata,
 ]
 
+# A submission folder whose student id the kit's rule refuses (grader_tests/student_ids.py:
+# a newline, a comma, a leading "=", ...) is left out of `nbgrader autograde` with an error
+# naming it, and the rest of the class is graded (nbgrader's own would stop the whole run
+# on a newline). nbgrader has no setting for its autograde command's converter: the kit's
+# takes the place of nbgrader's class there.
+import nbgrader.apps.autogradeapp  # noqa: E402
+
+from grader_tests.student_ids import autograde_converter  # noqa: E402
+
+nbgrader.apps.autogradeapp.Autograde = autograde_converter()
+
 # --- Due dates and late submissions -------------------------------------------------------
 # A due date is the assignment's, in the gradebook: `nbgrader db assignment add attention
 # --duedate="2025-03-14 17:00:00 UTC"` or formgrader's "Manage Assignments" page. When a
@@ -218,6 +229,14 @@ c.LatePenaltyPerDay.fraction_per_day = 0.1
 # the batch uses the same rule (grader_tests/notebook_choice.py). Nothing handed in is
 # lost: a file the hook must displace, and symbolic links, go to .grading_chosen/.
 c.Autograde.pre_convert_hook = stage_chosen_notebook
+
+# --- Exporting grades ---------------------------------------------------------------------
+# `nbgrader export` writes grades.csv with nbgrader's columns and values, through the kit's
+# exporter (grader_tests/export.py): every field quoted where it must be (a student id with
+# a comma or a newline stays one cell, so the file reads back as one row per student), and
+# every cell a student or a roster wrote (id, names, e-mail) that begins with = + - @ gets
+# a leading apostrophe, so that a spreadsheet shows it as text, not as a formula.
+c.ExportApp.plugin_class = "grader_tests.export.CourseCsvExport"
 
 # --- The jail -----------------------------------------------------------------------------
 # Student code runs only in bubblewrap's jail (grader_tests/jail.py): autograde, the grade

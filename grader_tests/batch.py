@@ -54,6 +54,7 @@ from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-expo
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
 from .notebook_choice import choose_notebook, sha256
 from .report import GradeReport, visible
+from .student_ids import student_id_problem
 from .submission import SubmissionError, code_of_notebook
 
 NOTEBOOK = assignments.DEFAULT.name  # the default assignment; its notebook id is its name
@@ -370,6 +371,13 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
                                     submitted=submitted, assignment=assignment))
     students = sorted(d for d in os.listdir(submitted)
                       if os.path.isdir(os.path.join(submitted, d)) and not d.startswith("."))
+    # A folder whose name the kit's rule for a student id refuses is reported and skipped;
+    # the rest of the class is graded.
+    for student in [s for s in students if student_id_problem(s) is not None]:
+        print(_("not graded: {folder}: {why}").format(
+            folder=visible(repr(os.path.join(submitted, student))),
+            why=student_id_problem(student)), file=sys.stderr)
+        students.remove(student)
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}

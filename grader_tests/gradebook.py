@@ -72,12 +72,18 @@ def write_gradebook(gradebook, assignment: str, record: dict,
         course_id: str or None, ``c.CourseDirectory.course_id`` of the course.
 
     Raises:
-        ValueError: the record is a grading error (no report).
+        ValueError: the record is a grading error (no report), or its student id is one
+            the kit's rule refuses (``student_ids.student_id_problem``).
         nbgrader.api.MissingEntry: if the assignment is not in the gradebook (run
             ``nbgrader generate_assignment`` first).
     """
     from nbgrader.api import MissingEntry
 
+    from .student_ids import student_id_problem
+
+    problem = student_id_problem(record["student"])
+    if problem is not None:
+        raise ValueError(f"{record['student']!r}: {problem}: not written to the gradebook")
     report = record["report"]
     if report is None:
         raise ValueError(_("{student}: a grading error has no grade to write").format(

@@ -77,3 +77,44 @@ def student_id_problem(student_id: object) -> str | None:
 def valid_student_id(student_id: object) -> bool:
     """True when :func:`student_id_problem` finds nothing wrong with ``student_id``."""
     return student_id_problem(student_id) is None
+
+
+def autograde_converter() -> type:
+    """nbgrader's ``Autograde`` converter that leaves out, with an error naming the
+    folder, every submission whose student id the rule refuses.
+
+    nbgrader matches each ``submitted/<student>/<assignment>`` folder against a regular
+    expression whose ``.*`` stops at a newline: a folder whose name holds one makes
+    ``nbgrader autograde`` raise before it grades anyone, and every student sorted after
+    it is never graded. nbgrader has no setting for the converter its ``autograde``
+    command uses; ``nbgrader_config.py`` puts this class in its place
+    (``nbgrader.apps.autogradeapp.Autograde``).
+
+    Returns:
+        The subclass of ``nbgrader.converters.Autograde``.
+    """
+    import re
+
+    from nbgrader.converters import Autograde
+
+    class StudentIdAutograde(Autograde):
+        """nbgrader's ``Autograde``, skipping the folders of refused student ids."""
+
+        def init_notebooks(self) -> None:
+            super().init_notebooks()
+            pattern = re.compile(self._format_source(
+                "(?P<assignment_id>.*)", "(?P<student_id>.*)", escape=True), re.DOTALL)
+            for folder in sorted(self.assignments):
+                found = pattern.fullmatch(folder)
+                problem = student_id_problem(found["student_id"] if found else None)
+                if problem is not None:
+                    self.log.error("Not graded: %r: %s. The other students are graded; "
+                                   "rename the folder to the student's id to grade it",
+                                   folder, problem)
+                    del self.assignments[folder]
+            if not self.assignments:
+                from nbgrader.converters.base import NbGraderException
+
+                raise NbGraderException("No submission with a valid student id to grade")
+
+    return StudentIdAutograde

@@ -573,17 +573,18 @@ def save_ledger(path: Path, ledger: dict[str, Any]) -> None:
 
 def unsafe_student_id(student: object) -> str | None:
     """Why the gradebook's student id ``student`` cannot name a folder of ``unlocked/``
-    (nor an exchange course), or None when it can: an id must be one path component of
-    printable characters, neither empty nor ``.`` / ``..``, and not the ledger's name.
+    (nor an exchange course), or None when it can: the kit's rule for a student id
+    (``student_ids.student_id_problem``) and not the ledger's name.
 
     Returns:
         None, or the reason as a str in the current language.
     """
+    from .student_ids import student_id_problem
+
+    problem = student_id_problem(student)
+    if problem is not None:
+        return _("the student id is refused: {why}").format(why=problem)
     text = str(student)
-    if text in ("", ".", "..") or "/" in text or "\\" in text or \
-            (os.altsep and os.altsep in text) or visible(text) != text:
-        return _("the student id is not a safe folder name (empty, '.', '..', a path "
-                 "separator or a control character)")
     if text == LEDGER:
         return _("the student id is the name of the ledger {ledger}").format(ledger=LEDGER)
     return None

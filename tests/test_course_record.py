@@ -196,3 +196,71 @@ def test_the_dashboard_lists_what_the_collect_refused(tmp_path):
     table = page[page.index('id="refused-table"'):]
     assert "<td>ada</td><td>mallory</td><td>&lt;b&gt;x&lt;/b&gt;</td>" in table
     assert 'href="#refused"' in page
+
+
+# Ids a gradebook may hold from before the rule (or a roster import), each an attack on
+# the spreadsheet: extra columns, an extra row, formulas.
+FORGED_IDS = ["name,,,,100.0,0.0,100.0,100.0,", "=1+1", "+SUM(A1)", "-2", "@cmd",
+              "a\nb,x,,,,100.0,0.0,100.0,100.0", 'q"uote', "\tTAB"]
+
+
+def test_grades_csv_is_one_quoted_row_per_student_with_no_formula(tmp_path):
+    import csv
+
+    from grader_tests.gradebook import session
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    with session(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
+        gb.add_assignment("attention")
+        gb.add_student("ada", last_name='=HYPERLINK("http://x","y")', first_name="Ada",
+                       email="@ada")
+        for student in FORGED_IDS:
+            gb.add_student(student)
+        gb.add_submission("attention", "ada")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course,
+                          env=kit_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "CourseCsvExport" in done.stderr
+    with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 + len(FORGED_IDS)
+    assert all(None not in row and len(row) == 11 for row in rows)  # no extra column
+    by_id = {row["student_id"]: row for row in rows}
+    assert by_id["ada"]["last_name"] == '\'=HYPERLINK("http://x","y")'
+    assert by_id["ada"]["email"] == "'@ada" and by_id["ada"]["first_name"] == "Ada"
+    for student in FORGED_IDS:
+        shown = "'" + student if student[0] in "=+-@\t" else student
+        assert by_id[shown]["score"] == "0.0" and by_id[shown]["assignment"] == "attention"
+    assert all(not row[key].startswith(("=", "+", "-", "@", "\t")) for row in rows
+               for key in ("student_id", "last_name", "first_name", "email"))
+
+
+@pytest.mark.slow  # runs nbgrader autograde on one notebook
+def test_refused_ids_do_not_stop_nbgrader_autograde_and_the_class_is_graded(tmp_path):
+    import csv
+
+    from tests.helpers import release_course
+
+    course = release_course(tmp_path / "course")
+    refused = ["a\nb", "name,,,,100.0,0.0,100.0,100.0,", "=1+1"]
+    for student in [*refused, "zed"]:  # every refused id sorts before zed
+        folder = course / "submitted" / student / "attention"
+        folder.mkdir(parents=True)
+        shutil.copy(CORRECT, folder / "attention.ipynb")
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "attention",
+                           "--create"], cwd=course, env=kit_env(), capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for student in refused:
+        assert any(line for line in done.stderr.splitlines()
+                   if "Not graded" in line and repr(str(course / "submitted" / student
+                                                        / "attention")) in line), done.stderr
+    assert (course / "autograded" / "zed" / "attention" / "attention.ipynb").is_file()
+    export = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course,
+                            env=kit_env(), capture_output=True, text=True, timeout=300)
+    assert export.returncode == 0, export.stderr
+    with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["student_id"], float(r["score"])) for r in rows] == [("zed", 100.0)]

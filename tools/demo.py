@@ -258,12 +258,14 @@ def grade_all(root: Path, students: list[str], jobs: int) -> dict[str, dict[str,
 
 
 def export_grades(root: Path, coursedir: Any) -> None:
-    """``nbgrader export``: its CSV plugin writes ``grades.csv`` from the gradebook."""
+    """``nbgrader export``: the course's exporter (``c.ExportApp.plugin_class``, the kit's
+    quoted CSV) writes ``grades.csv`` from the gradebook."""
     from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
+
+    from grader_tests.export import CourseCsvExport
 
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
-        CsvExportPlugin(to=str(root / "grades.csv"), config=nbgrader_config(root)).export(gb)
+        CourseCsvExport(to=str(root / "grades.csv"), config=nbgrader_config(root)).export(gb)
 
 
 # ---------------------------------------------------------------------------------------
