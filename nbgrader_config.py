@@ -186,11 +186,14 @@ c.Autograde.autograde_preprocessors = [
 # A submission folder whose student id the kit's rule refuses (grader_tests/student_ids.py:
 # a newline, a comma, a leading "=", ...) is left out of `nbgrader autograde` with an error
 # naming it, and the rest of the class is graded (nbgrader's own would stop the whole run
-# on a newline). nbgrader has no setting for its autograde command's converter: the kit's
-# takes the place of nbgrader's class there.
+# on a newline). A student whose notebook fails to autograde (a file cut off mid-save) has
+# the gradebook's earlier scores withdrawn: "not graded" to export, the dashboard and the
+# training gate, never the earlier file's grade. nbgrader has no setting for its autograde
+# command's converter: the kit's (grader_tests.gradebook.autograde_converter) takes the
+# place of nbgrader's class there.
 import nbgrader.apps.autogradeapp  # noqa: E402
 
-from grader_tests.student_ids import autograde_converter  # noqa: E402
+from grader_tests.gradebook import autograde_converter  # noqa: E402
 
 nbgrader.apps.autogradeapp.Autograde = autograde_converter()
 

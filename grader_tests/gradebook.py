@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 
 from . import assignments
 from .assignments import Assignment, grade_id
+from .student_ids import student_id_problem
 
 
 class BatchSetupError(Exception):
@@ -79,8 +80,6 @@ def write_gradebook(gradebook, assignment: str, record: dict,
     """
     from nbgrader.api import MissingEntry
 
-    from .student_ids import student_id_problem
-
     problem = student_id_problem(record["student"])
     if problem is not None:
         raise ValueError(f"{record['student']!r}: {problem}: not written to the gradebook")
@@ -111,14 +110,16 @@ def write_gradebook(gradebook, assignment: str, record: dict,
 
 
 def withdraw_grade(gradebook, assignment: str, student: str,
-                   course_id: str | None = None) -> bool:
+                   course_id: str | None = None, flag: bool = True) -> bool:
     """A newer file of ``student`` ended in a grading error: the scores in the gradebook
     belong to an older file, so they are withdrawn (``auto_score`` None: "not graded" to
-    nbgrader and to ``tools/unlock_training.py``) and the notebook is flagged. Nothing
-    happens if the student has no submission there.
+    nbgrader and to ``tools/unlock_training.py``) and, with ``flag``, the notebook is
+    flagged. Nothing happens if the student has no submission there.
 
     Args:
         gradebook: the database URL or an open ``nbgrader.api.Gradebook``.
+        flag: flag the notebook for review (the batch's next grade of the student clears
+            it; nbgrader's autograde does not, so its path passes False).
 
     Returns:
         True if a grade was withdrawn.
@@ -137,9 +138,81 @@ def withdraw_grade(gradebook, assignment: str, student: str,
                 continue
             grade.auto_score = None
             grade.needs_manual_grade = True
-        notebook.flagged = True
+        if flag:
+            notebook.flagged = True
         gb.db.commit()
     return True
+
+
+def autograde_converter() -> type:
+    """nbgrader's ``Autograde`` converter as the course runs it: one bad student id
+    never stops the class, and a failed regrade leaves no earlier grade behind.
+
+    * Every submission whose student id the kit's rule refuses
+      (``student_ids.student_id_problem``) is left out, with an error naming the folder.
+      nbgrader matches each ``submitted/<student>/<assignment>`` folder against a regular
+    expression whose ``.*`` stops at a newline: a folder whose name holds one makes
+    ``nbgrader autograde`` raise before it grades anyone, and every student sorted after
+    it is never graded. nbgrader has no setting for the converter its ``autograde``
+    command uses; ``nbgrader_config.py`` puts this class in its place
+    (``nbgrader.apps.autogradeapp.Autograde``).
+
+    Returns:
+        The subclass of ``nbgrader.converters.Autograde``.
+    """
+    import re
+
+    from nbgrader.converters import Autograde
+
+    class CourseAutograde(Autograde):
+        """nbgrader's ``Autograde``: refused ids skipped, a failed regrade withdrawn."""
+
+        def init_notebooks(self) -> None:
+            super().init_notebooks()
+            pattern = re.compile(self._format_source(
+                "(?P<assignment_id>.*)", "(?P<student_id>.*)", escape=True), re.DOTALL)
+            for folder in sorted(self.assignments):
+                found = pattern.fullmatch(folder)
+                problem = student_id_problem(found["student_id"] if found else None)
+                if problem is not None:
+                    self.log.error("Not graded: %r: %s. The other students are graded; "
+                                   "rename the folder to the student's id to grade it",
+                                   folder, problem)
+                    del self.assignments[folder]
+            if not self.assignments:
+                from nbgrader.converters.base import NbGraderException
+
+                raise NbGraderException("No submission with a valid student id to grade")
+
+        def init_destination(self, assignment_id: str, student_id: str) -> bool:
+            started = super().init_destination(assignment_id, student_id)
+            if started:
+                self.__dict__.setdefault("_kit_started", []).append((assignment_id,
+                                                                     student_id))
+            return started
+
+        def convert_notebooks(self) -> None:
+            try:
+                super().convert_notebooks()
+            finally:
+                for assignment_id, student_id in self.__dict__.get("_kit_started", []):
+                    if not os.path.isdir(self._format_dest(assignment_id, student_id)):
+                        self._withdraw(assignment_id, student_id)
+
+        def _withdraw(self, assignment_id: str, student_id: str) -> None:
+            """nbgrader removed the student's ``autograded/`` folder after a failure:
+            withdraw the gradebook's scores, an earlier file's."""
+            try:
+                if withdraw_grade(self.coursedir.db_url, assignment_id, student_id,
+                                  self.coursedir.course_id or None, flag=False):
+                    self.log.error("Grade withdrawn: %r's %s did not autograde, so the "
+                                   "gradebook's scores (an earlier file's) are removed: "
+                                   "not graded until it autogrades", student_id,
+                                   assignment_id)
+            except Exception as exc:  # noqa: BLE001 (nbgrader reports the first error)
+                self.log.error("Could not withdraw %r's earlier grade: %s", student_id, exc)
+
+    return CourseAutograde
 
 
 def gradebook_has(gradebook, assignment: str, student: str,

@@ -264,3 +264,22 @@ def test_refused_ids_do_not_stop_nbgrader_autograde_and_the_class_is_graded(tmp_
     with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["student_id"], float(r["score"])) for r in rows] == [("zed", 100.0)]
+
+    # zed resubmits a file cut off mid-save: the regrade fails, and the earlier file's 100
+    # is withdrawn, so the gate does not open on it.
+    from grader_tests import unlock
+    from grader_tests.gradebook import gradebook_has, session
+
+    notebook = course / "submitted" / "zed" / "attention" / "attention.ipynb"
+    notebook.write_bytes(CORRECT.read_bytes()[:5000])
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "attention",
+                           "--force"], cwd=course, env=kit_env(), capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode != 0  # nbgrader reports the failure ...
+    assert "Grade withdrawn: 'zed'" in done.stderr, done.stderr  # ... and the kit withdraws
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    assert not gradebook_has(url, "attention", "zed", COURSE_ID)
+    with session(url, COURSE_ID) as gb:
+        (verdict,) = unlock.decide(gb, unlock.parse_threshold("full"))
+    assert verdict["student"] == "zed" and not verdict["eligible"], verdict
+    assert "submitted but not graded" in verdict["reason"]
