@@ -336,9 +336,9 @@ c.ExchangeCollect.timestamp_tolerance = 10.0
 # The kit's collector (grader_tests.exchange.CanvasCollector, nbgrader's file-name
 # collector plus the checks below) reads the pattern's optional groups `late`, `copy` and
 # `attachment`: only the platform's own names count (a file unpacked from an archive a
-# student handed in is skipped, as is a student id with a path separator, a control
-# character or a leading dot); of one student's several files of a notebook the latest is
-# collected (highest -N, then highest attachment id); a LATE_ file is stamped one second
+# student handed in is skipped, as is a student id the kit's rule refuses,
+# grader_tests/student_ids.py); of one student's several files of a notebook the newest is
+# collected (highest attachment id, then upload time, then -N); a LATE_ file is stamped one second
 # after the gradebook's due date (README, "From a learning platform").
 # The kit's extractor (grader_tests.exchange.PlatformExtractor) unpacks the platform's
 # archives but not the archives students handed in inside them (nbgrader's does: one

@@ -549,9 +549,10 @@ class CanvasCollector(FileNameCollectorPlugin):
       of its name) is skipped: its name is the student's, not the platform's;
     * a student id the kit's rule refuses
       (:func:`grader_tests.student_ids.student_id_problem`) is skipped, with the reason;
-    * of one student's several files of one notebook, only the latest is collected:
-      the highest ``-N`` (no suffix is 0), then the highest attachment id (Canvas numbers
-      uploads in order); the others are skipped with a warning;
+    * of one student's several files of one notebook, only the newest is collected:
+      the highest attachment id (Canvas numbers uploads in order), then the latest upload
+      time (a ``timestamp`` group), then the highest ``-N``; the others are skipped with a
+      warning naming the file kept;
     * ``late`` gives the timestamp one second after the assignment's due date in the
       gradebook (the platform says late, not by how much: the penalty is the smallest the
       kit's policy takes), or, with no due date there, the time of the collection.
@@ -625,10 +626,14 @@ class CanvasCollector(FileNameCollectorPlugin):
 
     @staticmethod
     def _order(found: dict, path: str) -> tuple:
+        """The sort key of a file among one student's files of a notebook, newest last:
+        the attachment id (the platform numbers uploads in order), then the upload time
+        when the pattern reads one (group ``timestamp``), then ``-N`` (the platform adds
+        it only to a repeated name, so it is no order on its own), then the path."""
         def number(key: str) -> int:
             text = found.get(key)
             return int(text) if text and str(text).isdigit() else 0
-        return (number("copy"), number("attachment"), path)
+        return (number("attachment"), str(found.get("timestamp") or ""), number("copy"), path)
 
     def _latest_files(self) -> dict[tuple[str, str], str]:
         """``{(student, file id): path}`` of the latest file of each, over the whole
@@ -695,9 +700,10 @@ class CanvasCollector(FileNameCollectorPlugin):
         key = (found["student_id"], os.path.splitext(found["file_id"])[0])
         latest = self._latest_files().get(key, submitted_file)
         if os.path.realpath(latest) != os.path.realpath(submitted_file):
-            self.log.warning("Skipped %r: %s handed in a later file of %r, %r (the higher "
-                             "-N after the name, then the higher attachment id)",
-                             submitted_file, key[0], found["file_id"], latest)
+            self.log.warning("Skipped %r: an older attempt of %s's %r; kept %r, the newest "
+                             "(the higher attachment id, which the platform gives in upload "
+                             "order, then the later upload time; a -N after the name is no "
+                             "order)", submitted_file, key[0], found["file_id"], latest)
             return None
         info = {"student_id": found["student_id"], "file_id": found["file_id"]}
         if found.get("timestamp"):

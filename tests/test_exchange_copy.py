@@ -131,13 +131,16 @@ def _collect_all(root: Path) -> dict[str, dict | None]:
             for p in sorted(root.rglob("*.ipynb"))}
 
 
-def test_the_collector_keeps_the_latest_file_and_trusts_only_the_platforms_names(tmp_path):
+def test_the_collector_keeps_the_latest_file_and_trusts_only_the_platforms_names(tmp_path,
+                                                                                 caplog):
     root = tmp_path / "extracted"
     (root / "dl" / "mallory_48299_1190062_work").mkdir(parents=True)
     for name in ("doejane_48213_1190044_attention.ipynb",
                  "mallory_48299_1190060_attention.ipynb",
                  "mallory_48299_1190061_attention-2.ipynb",
                  "mallory_48299_1190063_attention-1.ipynb",
+                 "doejohn_48300_1190050_attention-1.ipynb",
+                 "doejohn_48300_1190070_attention.ipynb",
                  "mallory_48299_1190062_work.zip",
                  "mallory_48299_1190062_work/smithjohn_1_2_attention.ipynb",
                  "mallory_48299_1190062_work/.._1_2_attention.ipynb"):
@@ -148,13 +151,22 @@ def test_the_collector_keeps_the_latest_file_and_trusts_only_the_platforms_names
         "dl/.._1_3_attention.ipynb": None,
         "dl/doejane_48213_1190044_attention.ipynb":
             {"student_id": "doejane", "file_id": "attention"},
+        # the newest attempt is the highest attachment id, whatever -N says: an upload
+        # whose name repeats an earlier one gets -1, and a later one may have no suffix
+        "dl/doejohn_48300_1190050_attention-1.ipynb": None,
+        "dl/doejohn_48300_1190070_attention.ipynb":
+            {"student_id": "doejohn", "file_id": "attention"},
         "dl/mallory_48299_1190060_attention.ipynb": None,
-        "dl/mallory_48299_1190061_attention-2.ipynb":   # -2 after -1, whatever the ids
-            {"student_id": "mallory", "file_id": "attention"},
+        "dl/mallory_48299_1190061_attention-2.ipynb": None,
         "dl/mallory_48299_1190062_work/.._1_2_attention.ipynb": None,
         "dl/mallory_48299_1190062_work/smithjohn_1_2_attention.ipynb": None,
-        "dl/mallory_48299_1190063_attention-1.ipynb": None,
+        "dl/mallory_48299_1190063_attention-1.ipynb":
+            {"student_id": "mallory", "file_id": "attention"},
     }
+    skipped = [r.getMessage() for r in caplog.records if "older attempt of doejohn" in
+               r.getMessage()]
+    assert len(skipped) == 1 and "1190050" in skipped[0] and "kept" in skipped[0] \
+        and "1190070" in skipped[0] and "attachment id" in skipped[0], skipped
 
 
 @pytest.mark.slow  # runs nbgrader zip_collect
