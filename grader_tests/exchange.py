@@ -400,9 +400,12 @@ class ExchangeCollect(_NbgraderExchangeCollect):
                              self.coursedir.assignment_id)
         kept = os.path.join(where, name)
         try:
-            os.makedirs(where, exist_ok=True)
-            if not os.path.lexists(kept):
-                copy_submission(path, kept, who=claimed, log=self.log)
+            if self.get_size(path) > 1000 * self.coursedir.max_dir_size:
+                kept = "(not copied: larger than CourseDirectory.max_dir_size)"
+            else:
+                os.makedirs(where, exist_ok=True)
+                if not os.path.lexists(kept):
+                    copy_submission(path, kept, who=claimed, log=self.log)
         except OSError as exc:
             kept = f"(not copied: {exc})"
         entry = {"folder": name, "claimed": claimed, "owner": owners, "reason": reason,
