@@ -318,8 +318,11 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # (grader_tests.exchange.ExchangeCollect, the same as nbgrader's but for the copy) copies
 # regular files and folders only and leaves out every link, FIFO or device, logging the
 # student and the file. It also keeps, as the submission time, the files' inode change
-# time (set by the kernel only) instead of a timestamp.txt the student wrote back more than
-# timestamp_tolerance seconds earlier, noting both in timestamp_note.txt.
+# time (set by the kernel only) instead of a timestamp.txt more than timestamp_tolerance
+# seconds before or after it, noting both in timestamp_note.txt, and orders a student's
+# folders by the same rule. A folder is collected for a student only when it and its
+# files are owned by that student's unix user (or the instructor's); any other is left in
+# the inbound, copied to refused/<assignment>/ and reported (README, "The exchange").
 c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
 c.ExchangeCollect.timestamp_tolerance = 10.0
 

@@ -172,10 +172,10 @@ def settle_timestamp(src: str | os.PathLike, dest: str | os.PathLike, *, who: st
     ``timestamp.txt`` lies in the student's own folder of the inbound ``src``: they can
     rewrite it. The inode change time (``st_ctime``) of that file and of the submission's
     other files and folders is set by the kernel only, to the current time, by any write,
-    ``chmod`` or ``utime``. When the time claimed in ``dest/timestamp.txt`` is earlier than
-    the latest change time under ``src`` by more than ``tolerance`` seconds (or there is
-    no readable timestamp), ``dest/timestamp.txt`` gets the change time (the later of the
-    two), a note ``dest/timestamp_note.txt`` (``TIMESTAMP_NOTE``) gives the claimed and the
+    ``chmod`` or ``utime``. When the time claimed in ``dest/timestamp.txt`` is further
+    than ``tolerance`` seconds from the latest change time under ``src``, earlier or
+    later (or there is no readable timestamp), ``dest/timestamp.txt`` gets the change
+    time, a note ``dest/timestamp_note.txt`` (``TIMESTAMP_NOTE``) gives the claimed and the
     observed time, and a warning naming ``who`` is logged. Otherwise ``dest`` is left as
     it is (and a ``timestamp_note.txt`` the student handed in is removed: the name is the
     kit's).
@@ -212,7 +212,7 @@ def settle_timestamp(src: str | os.PathLike, dest: str | os.PathLike, *, who: st
         except (ValueError, OverflowError, TypeError):
             claimed = None
     note_path = os.path.join(dest, TIMESTAMP_NOTE)
-    if claimed is not None and (observed - claimed).total_seconds() <= tolerance:
+    if claimed is not None and abs((observed - claimed).total_seconds()) <= tolerance:
         if os.path.lexists(note_path):
             os.unlink(note_path)
         return None
@@ -369,6 +369,7 @@ class ExchangeCollect(_NbgraderExchangeCollect):
             if problem is not None:
                 self.refuse(path, record["username"], record, problem)
                 continue
+            self._no_future(path, record)
             by_student.setdefault(record["username"], []).append(record)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
@@ -382,6 +383,23 @@ class ExchangeCollect(_NbgraderExchangeCollect):
                 on_time = [r for r in records if r["timestamp"] <= self.duedate]
                 records = on_time or records
             self.src_records.append(records[0])
+
+    def _no_future(self, path: str, record: dict) -> None:
+        """A folder whose name claims a time later than its files' change time by more
+        than ``timestamp_tolerance`` is ordered (and compared with ``--update``) by that
+        change time, as :func:`settle_timestamp` stamps it: a far-future name never wins
+        over a later submission."""
+        claimed = record["timestamp"]
+        aware = claimed if claimed.tzinfo else claimed.replace(tzinfo=datetime.UTC)
+        try:
+            observed = datetime.datetime.fromtimestamp(_observed_change(path), datetime.UTC)
+        except OSError:
+            return
+        if (aware - observed).total_seconds() > self.timestamp_tolerance:
+            self.log.warning("%r claims a time after its files were last changed (%s UTC): "
+                             "ordered by that change time", os.path.basename(path),
+                             f"{observed:%Y-%m-%d %H:%M:%S}")
+            record["timestamp"] = observed if claimed.tzinfo else observed.replace(tzinfo=None)
 
     def refuse(self, path: str, claimed: str, record: dict | None, reason: str) -> None:
         """Do not collect the inbound folder ``path`` (claimed for ``claimed``): leave it

@@ -283,3 +283,18 @@ def test_refused_ids_do_not_stop_nbgrader_autograde_and_the_class_is_graded(tmp_
         (verdict,) = unlock.decide(gb, unlock.parse_threshold("full"))
     assert verdict["student"] == "zed" and not verdict["eligible"], verdict
     assert "submitted but not graded" in verdict["reason"]
+
+
+@needs_root
+def test_a_far_future_name_never_wins_over_a_later_submission(course, two_users):
+    import time
+
+    victim = two_users["victim"]
+    inbound = course.parent / "exchange" / COURSE_ID / "inbound"
+    hand_in(victim, inbound, victim, datetime(2099, 1, 1, tzinfo=timezone.utc), STUB)
+    time.sleep(1.5)
+    hand_in(victim, inbound, victim, datetime.now(timezone.utc), CORRECT)
+    done = collect(course, "--ExchangeCollect.timestamp_tolerance=0.5")
+    assert "claims a time after its files were last changed" in done.stdout + done.stderr
+    submitted = course / "submitted" / victim / "attention"
+    assert (submitted / "attention.ipynb").read_bytes() == CORRECT.read_bytes()
