@@ -96,7 +96,7 @@ def send(conn, message, table):
 
 
 def receive(conn, table):
-    return wire.loads(conn.recv_bytes(), table, resolver(conn, table))
+    return wire.loads(conn.recv_bytes(), table, resolver(conn, table), lookalikes=True)
 
 
 def _builtin_exception(name):

@@ -8,7 +8,8 @@ grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
 
 - ``JailedExecute`` runs the notebook in a kernel started in the jail
   (``JailedKernelManager``: ``jail.py``; the kernel talks to nbgrader over Unix sockets
-  in a folder private to that kernel, since the jail has no network). The hidden cells are
+  the grader made in a folder of its own that is not in the jail, handed to the kernel
+  as descriptors, since the jail has no network). The hidden cells are
   not run there (the graders are not in the jail); once a cell runs out of time, the
   cells after it are not run either, so a function that never returns costs the class
   one time-out, not one per cell that calls it.
@@ -23,7 +24,6 @@ grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -90,17 +90,28 @@ class JoinDuplicateCells(NbGraderPreprocessor):
 
 
 class JailedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernels start in the jail and talk over Unix sockets.
+    """A kernel manager whose kernels start in the jail and talk over Unix sockets that
+    the grader made.
 
     The connection file lives in a folder made for the one kernel (``<scratch>/k``), bound
-    read-only into its jail; the kernel makes its sockets in ``<scratch>/s``, a folder on
-    the jail's private, size-capped ``/tmp`` (``jail.command(private_dirs=...)``), which
-    the grader reaches as ``/proc/<pid>/root<scratch>/s`` (``jail.inside_path``): nothing
-    the kernel can write is on the host's disk. The notebook's folder and, beside it, the
-    student's other assignments (``../attention`` for the training gate) are bound
-    read-only at ``jail.SUBMISSION_DIR``; the kernel's working directory is the notebook's
-    folder there.
+    read-only into its jail. The kernel's five sockets are made by the grader, before the
+    kernel starts, in ``<scratch>/s``: a folder on the host owned by the grader (0700,
+    inside the 0700 ``<scratch>``) that is not bound into the jail at all. Each is bound
+    to its path, listening, and handed to the kernel as a descriptor (``_kernel.py``
+    makes the kernel's ``bind`` take it: ZeroMQ's ``ZMQ_USE_FD``); the grader connects to
+    those paths of its own folder, so no name the grader opens is one the student's code
+    can make, replace or point elsewhere, and no path is ever resolved through the jail's
+    root. Should a socket file change all the same (another file, or the folder), the
+    kernel is ended with a message in the log and its cell reported as one whose kernel
+    stopped (``is_alive``). A kernel that closes its sockets only loses its own
+    connection: the grader reconnects to the same files, refused. The notebook's folder
+    and, beside it, the student's other assignments (``../attention`` for the training
+    gate) are bound read-only at ``jail.SUBMISSION_DIR``; the kernel's working directory
+    is the notebook's folder there.
     """
+
+    # The launcher, inside the jail (read-only).
+    LAUNCHER = f"{jail.CODE_DIR}/kernel_launch.py"
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
@@ -109,24 +120,81 @@ class JailedKernelManager(AsyncKernelManager):
         self._jail_dir = os.path.join(self._jail_parent, "k")
         os.mkdir(self._jail_dir)
         os.chmod(self._jail_dir, 0o755)  # read-only in the jail: the connection file
-        # The sockets' folder exists only inside the jail (on its /tmp); the host's
-        # ``<scratch>`` (0700) has no ``s``, so it is never taken for the jail's.
+        # The sockets' folder: the grader's, on the host, never in the jail.
         self._jail_sockets = os.path.join(self._jail_parent, "s")
+        os.mkdir(self._jail_sockets, 0o700)
+        self._socket_ids: dict[str, tuple[int, int]] = {}
+        self._socket_fds: list[int] = []
+        self._socket_changed: str | None = None
         self.transport = "ipc"
-        self.ip = os.path.join(self._jail_sockets, "kernel")  # as the kernel sees it
+        self.ip = os.path.join(self._jail_sockets, "kernel")
         self.connection_file = os.path.join(self._jail_dir, "kernel.json")
         self._notebook_dir = os.path.abspath(kw.get("cwd") or os.getcwd())
         return await super()._async_pre_start_kernel(**kw)
 
+    def _make_sockets(self) -> list[tuple[str, int]]:
+        """Bind and listen on the kernel's five sockets in the grader's folder; return
+        ``(path, fd)`` for each (the descriptors are inherited by the kernel)."""
+        import socket
+        import stat
+
+        made = []
+        for port in (self.shell_port, self.iopub_port, self.stdin_port, self.hb_port,
+                     self.control_port):
+            path = f"{self.ip}-{port}"
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+            sock.listen(16)
+            info = os.lstat(path)
+            if not stat.S_ISSOCK(info.st_mode):
+                raise jail.JailUnavailable(f"{path}: not the socket the grader made")
+            fd = sock.detach()
+            os.set_inheritable(fd, True)
+            self._socket_ids[path] = (info.st_dev, info.st_ino)
+            self._socket_fds.append(fd)
+            made.append((path, fd))
+        return made
+
+    def sockets_changed(self) -> str | None:
+        """The first of the kernel's socket files (or their folder) that is no longer what
+        the grader made, or None when all are as made."""
+        import stat
+
+        if self._socket_changed:
+            return self._socket_changed
+        try:
+            folder = os.lstat(self._jail_sockets)
+        except OSError:
+            folder = None
+        if folder is None or not stat.S_ISDIR(folder.st_mode) or \
+                folder.st_uid != os.geteuid() or stat.S_IMODE(folder.st_mode) != 0o700:
+            self._socket_changed = self._jail_sockets
+            return self._socket_changed
+        for path, ids in getattr(self, "_socket_ids", {}).items():
+            try:
+                info = os.lstat(path)
+            except OSError:
+                info = None
+            if info is None or not stat.S_ISSOCK(info.st_mode) or \
+                    (info.st_dev, info.st_ino) != ids:
+                self._socket_changed = path
+                return path
+        return None
+
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        """The kernel's command wrapped in the jail (``jail.command``)."""
+        """The kernel's command wrapped in the jail (``jail.command``), started by the
+        launcher on the sockets the grader made (``_make_sockets``)."""
         cmd = super().format_kernel_cmd(extra_arguments)
         os.chmod(self.connection_file, 0o644)  # written 0600 for the grader's user
+        sockets = self._make_sockets()
         student_dir = os.path.dirname(self._notebook_dir)
         inside = f"{jail.SUBMISSION_DIR}/{os.path.basename(self._notebook_dir)}"
+        launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernel.py")
         command = jail.command(
-            cmd, readonly=[(self._jail_dir, self._jail_dir)],
-            private_dirs=[self._jail_sockets], submission_dir=student_dir,
+            [cmd[0], self.LAUNCHER, ",".join(f"{p}={fd}" for p, fd in sockets)]
+            + cmd[1:],
+            readonly=[(self._jail_dir, self._jail_dir), (launcher, self.LAUNCHER)],
+            submission_dir=student_dir, keep_fds=[fd for _, fd in sockets],
             cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
                                            address_space_bytes=8 * 2**30),
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
@@ -135,24 +203,53 @@ class JailedKernelManager(AsyncKernelManager):
         self._jail_uid = command.uid
         return command.argv
 
+    def _close_socket_fds(self) -> None:
+        for fd in getattr(self, "_socket_fds", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._socket_fds = []
+
     async def _async_pre_start_kernel(self, **kw: Any):
         kernel_cmd, kw = await self._jail_pre_start(**kw)
-        # launch_kernel keeps the grader's descriptors open (close_fds=False): the preexec
-        # closes them at exec, sets the limits; the kernel's own output goes nowhere.
+        # The kernel inherits its listening sockets and no other descriptor of the
+        # grader's; the preexec sets the limits; the kernel's own output goes nowhere.
         kw["preexec_fn"] = self._jail_preexec
+        kw["pass_fds"] = tuple(self._socket_fds)
         kw.setdefault("stdout", subprocess.DEVNULL)
         kw.setdefault("stderr", subprocess.DEVNULL)
         return kernel_cmd, kw
 
     async def _async_post_start_kernel(self, **kw: Any) -> None:
-        # The grader's side connects to the sockets through the jail's root.
-        pid = self.provisioner.process.pid  # type: ignore[union-attr]  # bwrap's (jupyter_client's LocalProvisioner)
-        view = await asyncio.to_thread(jail.inside_path, pid, self._jail_sockets)
-        self.ip = os.path.join(view, "kernel")
+        # The kernel holds its listening sockets now; the grader keeps only the files, so a
+        # kernel that closes them is refused on reconnection, never answered by another.
+        self._close_socket_fds()
         await super()._async_post_start_kernel(**kw)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        except BaseException:
+            self._close_socket_fds()
+            raise
+
+    async def _async_is_alive(self) -> bool:
+        """False, and the kernel ended, once a socket file changed under the grader."""
+        changed = self.sockets_changed()
+        if changed is not None:
+            self.log.error("the kernel's socket %s changed under the grader: the kernel is "
+                           "stopped", changed)
+            if await super()._async_is_alive():
+                await self._async_kill_kernel()
+            return False
+        return await super()._async_is_alive()
+
+    is_alive = _async_is_alive  # type: ignore[assignment]
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        self._close_socket_fds()
         jail.reap(getattr(self, "_jail_uid", None))
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]

@@ -166,6 +166,137 @@ def _modules_written(node: ast.AST, parents: dict[int, ast.AST], aliases: set[st
     return True
 
 
+# Calls that name a module by a string (``importlib.import_module("socket")``).
+_IMPORT_CALLS = (("importlib", "import_module"), ("__import__",))
+
+
+def _constant_str(node: ast.AST) -> str | None:
+    """The string ``node`` always evaluates to, when it is made of constants only: a
+    constant, ``+`` of such strings, an f-string of them, ``"sep".join([...])``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _constant_str(node.left), _constant_str(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = [_constant_str(v.value if isinstance(v, ast.FormattedValue) else v)
+                 for v in node.values]
+        return None if any(p is None for p in parts) else "".join(parts)  # type: ignore[arg-type]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "join" and len(node.args) == 1 and not node.keywords and \
+            isinstance(node.args[0], (ast.List, ast.Tuple)):
+        sep = _constant_str(node.func.value)
+        parts = [_constant_str(e) for e in node.args[0].elts]
+        if sep is not None and all(p is not None for p in parts):
+            return sep.join(parts)  # type: ignore[arg-type]
+    return None
+
+
+def _dotted(name: str, like: ast.AST) -> ast.AST:
+    """``a.b.c`` as the expression that reads it (located like ``like``)."""
+    parts = name.split(".")
+    node: ast.expr = ast.Name(id=parts[0], ctx=ast.Load())
+    for part in parts[1:]:
+        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+    return ast.copy_location(node, like) if hasattr(like, "lineno") else node
+
+
+class _Respelled(ast.NodeTransformer):
+    """The plain spelling of a reach written dynamically: ``getattr(m, "x")`` and
+    ``vars(m)["x"]`` / ``m.__dict__["x"]`` read ``m.x``; ``setattr(m, "x", v)`` and
+    ``delattr(m, "x")`` write it; ``importlib.import_module("x")`` and ``__import__("x")``
+    are the module ``x``; a name bound to a module or to an attribute of one (``import os as
+    o``, ``o = os``, ``m = importlib.import_module("os")``) is what it is bound to; strings
+    made of constants are constants."""
+
+    def __init__(self, aliases: dict[str, str], imported: list[str]):
+        self.aliases, self.imported = aliases, imported
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.aliases:
+            return _dotted(self.aliases[node.id], node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = _chain(node.func)
+        if func in _IMPORT_CALLS and node.args:
+            module = _constant_str(node.args[0])
+            if module and all(p.isidentifier() for p in module.split(".")):
+                self.imported.append(module)
+                return _dotted(module, node)
+        if func in (("getattr",), ("setattr",), ("delattr",)) and len(node.args) >= 2:
+            attr = _constant_str(node.args[1])
+            if attr and attr.isidentifier():
+                ctx = {"getattr": ast.Load(), "setattr": ast.Store(),
+                       "delattr": ast.Del()}[func[0]]
+                return ast.copy_location(ast.Attribute(value=node.args[0], attr=attr, ctx=ctx),
+                                         node)
+        text = _constant_str(node)
+        if text is not None:
+            return ast.copy_location(ast.Constant(value=text), node)
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        text = _constant_str(node)
+        return ast.copy_location(ast.Constant(value=text), node) if text is not None else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        text = _constant_str(node)
+        return ast.copy_location(ast.Constant(value=text), node) if text is not None else node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        key = _constant_str(node.slice)
+        value = node.value
+        if key and key.isidentifier():
+            if isinstance(value, ast.Call) and _chain(value.func) == ("vars",) and \
+                    len(value.args) == 1:
+                return ast.copy_location(ast.Attribute(value=value.args[0], attr=key,
+                                                       ctx=node.ctx), node)
+            if isinstance(value, ast.Attribute) and value.attr == "__dict__":
+                return ast.copy_location(ast.Attribute(value=value.value, attr=key,
+                                                       ctx=node.ctx), node)
+        return node
+
+
+# Modules whose names, bound to another name, stay evidence (``o = os``).
+_ALIASED_MODULES = ("os", "sys", "builtins", "numpy", "importlib") + FORBIDDEN_MODULES
+
+
+def _respelled(tree: ast.AST, imported: list[str]) -> ast.AST:
+    """``tree`` with dynamic reaches in their plain spelling (``_Respelled``), names bound
+    to modules resolved through assignments, to a fixed point; the modules imported by a
+    call naming them by a string are appended to ``imported``."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name.split(".")[0] in _ALIASED_MODULES:
+                    aliases[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.split(".")[0] in _ALIASED_MODULES:
+            for a in node.names:
+                if a.name != "*":
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    for _round in range(4):
+        tree = ast.fix_missing_locations(_Respelled(dict(aliases), imported).visit(tree))
+        before = dict(aliases)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.NamedExpr)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                chain = _chain(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) \
+                    else ()
+                if chain and chain[0] in _ALIASED_MODULES:
+                    for t in targets:
+                        if isinstance(t, ast.Name) and t.id not in chain:
+                            aliases[t.id] = ".".join(chain)
+        if aliases == before:
+            break
+    return tree
+
+
 def findings(code: str, course_root: str | None = None) -> list[str]:
     """What one piece of code reaches for, one phrase each, in order, without repeats.
 
@@ -182,7 +313,15 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
     except (SyntaxError, ValueError):
         return []
     found = []
-    skip = _docstrings(tree)
+    skip = _docstrings(tree)  # before respelling: a docstring stays a docstring
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id ==
+           "__import__" for n in ast.walk(tree)):
+        found.append(_("calls __import__"))
+    imported: list[str] = []
+    tree = _respelled(tree, imported)  # type: ignore[assignment]
+    for mod in imported:
+        if mod.split(".")[0] in FORBIDDEN_MODULES:
+            found.append(_("imports {module}").format(module=mod))
     written = set()  # os.environ / sys.path nodes that are only written to
     parents, aliases = _parents(tree), _modules_aliases(tree)
     for node in ast.walk(tree):
@@ -200,9 +339,6 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
         for mod in mods:
             if mod.split(".")[0] in FORBIDDEN_MODULES:
                 found.append(_("imports {module}").format(module=mod))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id == "__import__":
-            found.append(_("calls __import__"))
         if isinstance(node, ast.Attribute):
             chain = _chain(node)
             for key, what in FORBIDDEN_ATTRIBUTES.items():

@@ -250,10 +250,14 @@ class Sandbox:
         if not 0 <= size <= MAX_MESSAGE_BYTES:
             raise WorkerDied()
         body = self._read(size, deadline)
-        try:
-            return wire.loads(body, resolve=self._resolve)
+        try:  # bounded: size of its structure, depth, the call's deadline (``wire``)
+            return wire.loads(body, resolve=self._resolve, deadline=deadline)
+        except wire.DeadlinePassed:
+            failed: type[Exception] = StudentTimeout
         except (ValueError, KeyError, TypeError, RecursionError, UnicodeDecodeError):
-            raise WorkerDied() from None  # garbage on the wire
+            failed = WorkerDied  # garbage on the wire
+        del body  # a traceback kept by a check's result must not keep the message
+        raise failed() from None
 
     def _send(self, message):
         """Send ``message`` to the worker within the current call's deadline (a worker

@@ -7,13 +7,23 @@ array, a NumPy scalar a NumPy scalar, an empty or non-contiguous array keeps its
 all with their dtype and byte order); NumPy random generators (as their bit generator's
 state); records (dataclass instances such as a model configuration, and
 ``types.SimpleNamespace`` objects such as an ``ops`` namespace: their fields by name).
+Decoding is bounded before it costs the receiver: a message with more than
+``MAX_STRUCTURE`` structural characters (brackets, braces, commas, colons: an upper bound
+on the values it holds) is refused unread, one nested deeper than ``MAX_DEPTH`` is
+refused, and a ``deadline`` given to ``loads`` covers the decoding too
+(``DeadlinePassed``). Whatever the student's process sends (and everything in that
+process, this module included, is the student's to use), the grader builds only values
+of the kinds above and records of the classes it registered.
 Functions travel as references the receiving side turns into something it can call (the
 ``callable_of`` and ``resolve`` hooks: a grader's function becomes a callback in the
 student's process, a student's function a remote call from the grader's). Anything else
 stays in the process that made it and travels as a ``Handle``: an opaque reference the
 other side can send back (a student's cache object, say) but never look into. Decoding
 therefore never runs code chosen by the student: a record is rebuilt from a class this
-side registered (``RECORDS``) or as a fresh frozen dataclass of the same name. An
+side registered (``RECORDS``, a fixed table: a name outside it is refused), and only the
+worker, which receives records from the grader alone, may ask for look-alike frozen
+dataclasses of the grader's record names (``lookalikes=True``, at most
+``MAX_LOOKALIKES`` of them). An
 exception raised by student code crosses as the names of its classes; ``exception_class``
 turns them into one of a fixed table of classes (``EXCEPTIONS``) or None.
 
@@ -25,6 +35,7 @@ import base64
 import dataclasses
 import json
 import math
+import time
 import types
 
 import numpy as np
@@ -102,6 +113,24 @@ def exception_class(mro_names: list[str]) -> type[Exception] | None:
 # the student's process registers none and gets look-alike frozen dataclasses).
 RECORDS: dict[str, type] = {}
 _LOOKALIKES: dict[tuple, type] = {}
+# Bounds of one decoded message: structural characters (``[{,:``, an upper bound on the
+# values it holds: 262144 values cost the receiver some 20 MiB at most), nesting depth
+# (the kit's deepest honest message, a record in a dict in a list of arguments, is under
+# 10), look-alike record classes the worker makes for the life of its process.
+MAX_STRUCTURE = 2**18
+MAX_DEPTH = 64
+MAX_LOOKALIKES = 16
+# Values decoded between two looks at the deadline.
+_DEADLINE_EVERY = 4096
+
+
+class Refused(ValueError):
+    """A message past a bound of decoding (size of its structure, depth, an unknown record
+    name): refused before it is built."""
+
+
+class DeadlinePassed(Exception):
+    """The deadline given to ``loads`` passed while the message was being decoded."""
 
 
 def register_record(cls):
@@ -110,12 +139,14 @@ def register_record(cls):
     return cls
 
 
-def _record(name, fields):
+def _record(name, fields, lookalikes=False):
     if name == "SimpleNamespace":
         return types.SimpleNamespace(**fields)
     cls = RECORDS.get(name)
     if cls is None:
         key = (name, tuple(fields))
+        if not lookalikes or (key not in _LOOKALIKES and len(_LOOKALIKES) >= MAX_LOOKALIKES):
+            raise Refused("unknown record")
         if key not in _LOOKALIKES:
             _LOOKALIKES[key] = dataclasses.make_dataclass(name, list(fields), frozen=True)
         cls = _LOOKALIKES[key]
@@ -230,9 +261,30 @@ def _plain_dtype(spec):
     return dtype
 
 
-def _decode(obj, table, resolve=None):
+class _Budget:
+    """What one ``loads`` may still spend: the deadline, looked at every few values."""
+
+    __slots__ = ("deadline", "count", "lookalikes")
+
+    def __init__(self, deadline, lookalikes):
+        self.deadline, self.count, self.lookalikes = deadline, 0, lookalikes
+
+    def step(self, depth):
+        if depth > MAX_DEPTH:
+            raise Refused("nested too deep")
+        self.count += 1
+        if self.deadline is not None and self.count % _DEADLINE_EVERY == 0 and \
+                time.monotonic() > self.deadline:
+            raise DeadlinePassed()
+
+
+def _decode(obj, table, resolve=None, budget=None, depth=0):
+    if budget is None:
+        budget = _Budget(None, False)
+    budget.step(depth)
+    depth += 1
     if isinstance(obj, list):
-        return [_decode(x, table, resolve) for x in obj]
+        return [_decode(x, table, resolve, budget, depth) for x in obj]
     if not isinstance(obj, dict):
         return obj
     if "__nd__" in obj:
@@ -251,21 +303,21 @@ def _decode(obj, table, resolve=None):
     if "__float__" in obj:
         return float(obj["__float__"])
     if "__tuple__" in obj:
-        return tuple(_decode(x, table, resolve) for x in obj["__tuple__"])
+        return tuple(_decode(x, table, resolve, budget, depth) for x in obj["__tuple__"])
     if "__dict__" in obj:
-        return {str(k): _decode(v, table, resolve) for k, v in obj["__dict__"]}
+        return {str(k): _decode(v, table, resolve, budget, depth) for k, v in obj["__dict__"]}
     if "__rng__" in obj:
         bits = getattr(np.random, str(obj["__rng__"]), None)
         if not (isinstance(bits, type) and issubclass(bits, np.random.BitGenerator)):
             raise ValueError("unknown bit generator")
         generator = np.random.Generator(bits())
-        generator.bit_generator.state = _decode(obj["state"], table, resolve)
+        generator.bit_generator.state = _decode(obj["state"], table, resolve, budget, depth)
         return generator
     if "__record__" in obj:
-        fields = _decode(obj["fields"], table, resolve)
+        fields = _decode(obj["fields"], table, resolve, budget, depth)
         if not isinstance(fields, dict) or not all(k.isidentifier() for k in fields):
             raise ValueError("bad record")
-        return _record(str(obj["__record__"]), fields)
+        return _record(str(obj["__record__"]), fields, budget.lookalikes)
     if "__callable__" in obj or "__student__" in obj or obj.get("callable"):
         if resolve is None:
             raise ValueError("a function arrived where none was expected")
@@ -273,23 +325,40 @@ def _decode(obj, table, resolve=None):
     if "__handle__" in obj:
         if table is not None:
             return table[obj["__handle__"]]
-        return Handle(int(obj["__handle__"]), str(obj.get("type", "object")),
-                      obj.get("rigged"))
+        rigged = obj.get("rigged")
+        return Handle(int(obj["__handle__"]), str(obj.get("type", "object"))[:200],
+                      rigged[:500] if isinstance(rigged, str) else None)
     raise ValueError("unknown encoding")
 
 
-def loads(data, table=None, resolve=None):
-    """Decode bytes made by ``dumps``.
+def loads(data, table=None, resolve=None, *, deadline=None, lookalikes=False):
+    """Decode bytes made by ``dumps``, within the bounds of decoding.
 
     Args:
+        data: bytes, one message.
         table: on the worker side, the table that resolves handles back to objects; on
             the grader side None, and handles decode to ``Handle`` instances.
         resolve: callable ``dict -> callable`` turning a function reference (a JSON
             object with ``__callable__``, ``__student__`` or ``"callable": true``) into
             something this side can call.
+        deadline: float or None, a ``time.monotonic()`` time decoding must end by.
+        lookalikes: bool, build a frozen dataclass for a record name this side did not
+            register (the worker only, for the grader's records); False refuses it.
 
     Raises:
+        Refused: more than ``MAX_STRUCTURE`` structural characters, nesting past
+            ``MAX_DEPTH``, an unknown record name (a ``ValueError``).
+        DeadlinePassed: ``deadline`` passed while decoding.
         ValueError: an unknown encoding, a refused dtype or bit generator, a function
             reference without ``resolve``.
     """
-    return _decode(json.loads(data.decode("utf-8")), table, resolve)
+    structure = sum(data.count(c) for c in (b"[", b"{", b",", b":"))
+    if structure > MAX_STRUCTURE:
+        raise Refused("too many values")
+    try:
+        decoded = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise Refused("nested too deep") from None
+    if deadline is not None and time.monotonic() > deadline:
+        raise DeadlinePassed()
+    return _decode(decoded, table, resolve, _Budget(deadline, lookalikes))
