@@ -18,6 +18,7 @@ What a jailed process gets, and nothing else:
   bound writable (a kernel's Unix sockets live in folders made on that ``/tmp``,
   ``private_dirs``, and the grader reaches them through ``/proc/<pid>/root``:
   ``inside_path``);
+- a minimal ``/dev`` with no pseudo-terminal (no devpts: ``/dev/ptmx`` leads nowhere);
 - no course directory: no reference solutions, no graders' checks, no gradebook, no other
   student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
 - an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
@@ -488,7 +489,11 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             args += ["--ro-bind", path, path]
     # /proc, /dev and the private /tmp first: a bind below /tmp (a kit cloned there, the
     # Python environment inside it) must come after the tmpfs, or the tmpfs hides it.
+    # /dev: bubblewrap's minimal one (null, zero, full, random, urandom, tty), with its
+    # devpts hidden under an empty read-only folder: no pseudo-terminal can be opened
+    # (``/dev/ptmx`` leads nowhere), none counts against the machine's limit.
     args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "0555", "--size", "4096", "--tmpfs", "/dev/pts",
              "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     made.add("/tmp")
     args += ["--perms", "0755", "--dir", "/etc"]

@@ -149,3 +149,30 @@ def test_the_command_line_asks_bubblewrap_for_its_own_walls(monkeypatch):
     assert argv[at + 1] == str(jail.SECCOMP_FD)
     with open(argv[3], "rb") as f:  # the file the shell opens on that descriptor
         assert f.read() == jail.seccomp_bpf()
+
+
+PTY = r'''
+import json, os, pty
+seen = {"dev": sorted(os.listdir("/dev")), "pts": sorted(os.listdir("/dev/pts"))}
+for name, opener in (("openpty", os.openpty), ("ptmx", lambda: os.open("/dev/ptmx", os.O_RDWR)),
+                     ("pty.fork", pty.fork)):
+    try:
+        opener()
+        seen[name] = "opened"
+    except OSError:
+        seen[name] = "refused"
+print(json.dumps(seen))
+'''
+
+
+@needs_jail
+def test_no_pseudo_terminal_in_the_jail(path):
+    cmd = jail.command([sys.executable, "-I", "-c", PTY])
+    done = subprocess.run(cmd.argv, preexec_fn=cmd.preexec, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    jail.reap(cmd.uid)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen["pts"] == []
+    assert {"null", "zero", "urandom"} <= set(seen["dev"])
+    assert [seen[name] for name in ("openpty", "ptmx", "pty.fork")] == ["refused"] * 3, seen
