@@ -199,12 +199,22 @@ def _seccomp_file() -> str:
     key = (os.getpid(), REFUSED_ERRNO)
     path = _SECCOMP_FILES.get(key)
     if path is None or not os.path.isfile(path):
+        import atexit
+
         bpf = seccomp_bpf()
-        path = os.path.join(scratch_folder("seccomp"), "filter.bpf")
+        folder = scratch_folder("seccomp")
+        path = os.path.join(folder, "filter.bpf")
         with open(path, "wb") as f:
             f.write(bpf)
         _SECCOMP_FILES[key] = path
+        atexit.register(_remove_own, folder, os.getpid())
     return path
+
+
+def _remove_own(folder: str, pid: int) -> None:
+    """Remove ``folder`` at exit, in the process that made it only (not a forked child)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # bubblewrap reads the filter from this descriptor, opened by a shell that then becomes
