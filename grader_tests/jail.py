@@ -18,15 +18,19 @@ What a jailed process gets, and nothing else:
   bound writable (a kernel's Unix sockets live in folders made on that ``/tmp``,
   ``private_dirs``, and the grader reaches them through ``/proc/<pid>/root``:
   ``inside_path``);
+- a minimal ``/dev`` with no pseudo-terminal (no devpts: ``/dev/ptmx`` leads nowhere);
 - no course directory: no reference solutions, no graders' checks, no gradebook, no other
   student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
 - an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
 - resource limits set before ``exec`` (``Limits``): CPU seconds, processes, file size,
   open files, no core dumps; the caller adds an address-space cap where it knows the size;
-- a seccomp filter, installed inside the jail before the program starts
-  (``SECCOMP_BOOT``), refusing the ways to hold memory that no address-space cap counts
-  (``DENIED_SYSCALLS``: anonymous files, System V shared memory and message queues) and
-  every system call of another ABI.
+- no new namespace and no mount, whoever runs the kit: bubblewrap's ``--disable-userns``
+  where the jail has a user namespace of its own (not run as root), and, always, a
+  seccomp filter built with libseccomp (``seccomp_bpf``) from the reviewed rule list
+  ``DENIED_SYSCALLS``, ``CLONE_NAMESPACE_FLAGS`` and ``ENOSYS_SYSCALLS`` (namespaces,
+  mounts, tracing, io_uring, userfaultfd, eBPF, perf events, keyrings, the ways to hold
+  memory that no address-space cap counts), and every system call of another ABI, passed
+  to bubblewrap with ``--seccomp``.
 
 If bubblewrap is missing or cannot create namespaces on this machine, ``require()`` raises
 ``JailUnavailable`` with one line saying what to install; grading untrusted code without
@@ -105,59 +109,130 @@ class Limits:
     address_space_bytes: int | None = None
 
 
-# System calls a jailed process may not make (``SECCOMP_BOOT``), by machine: the ways to
-# hold memory that no address-space cap counts (anonymous files: ``memfd_create``,
-# ``memfd_secret``; System V shared memory and message queues: ``shmget``, ``msgget``).
-# ``uname -m`` -> (audit architecture of its system calls, numbers denied).
-DENIED_SYSCALLS = {
-    "x86_64": (0xC000003E, {"memfd_create": 319, "memfd_secret": 447, "shmget": 29,
-                            "msgget": 68}),
-    "aarch64": (0xC00000B7, {"memfd_create": 279, "memfd_secret": 447, "shmget": 194,
-                             "msgget": 186}),
+# The seccomp filter of every jail, as reviewed data: built with libseccomp (the
+# ``pyseccomp`` binding), exported as BPF and handed to bubblewrap (``--seccomp FD``),
+# which installs it, with ``no_new_privs``, right before the jailed program starts.
+# Every call below fails with EPERM; so does every system call of another ABI (i386 or
+# x32 numbers from a 64-bit process: libseccomp's bad-architecture action).
+# name -> why it is refused.
+DENIED_SYSCALLS: dict[str, str] = {
+    # memory that no address-space cap counts
+    "memfd_create": "anonymous file", "memfd_secret": "anonymous file",
+    "shmget": "System V shared memory", "msgget": "System V message queue",
+    # namespaces: a user namespace gives its maker every capability inside it
+    "unshare": "new namespace", "setns": "join a namespace",
+    # mounts, old and new API
+    "mount": "mount", "umount2": "mount", "pivot_root": "mount", "chroot": "mount",
+    "move_mount": "mount", "open_tree": "mount", "fsopen": "mount", "fsconfig": "mount",
+    "fsmount": "mount", "fspick": "mount", "mount_setattr": "mount",
+    # reaching other processes and the kernel's larger surfaces
+    "ptrace": "tracing", "process_vm_readv": "tracing", "process_vm_writev": "tracing",
+    "io_uring_setup": "io_uring", "io_uring_enter": "io_uring",
+    "io_uring_register": "io_uring", "userfaultfd": "userfaultfd", "bpf": "eBPF",
+    "perf_event_open": "perf events", "keyctl": "kernel keyring",
+    "add_key": "kernel keyring", "request_key": "kernel keyring",
 }
-# Exit status of the jail's first program when the filter cannot be installed.
-SECCOMP_FAILED = 125
-# Run inside the jail before the jailed program (``command``): installs a seccomp filter
-# that fails the ``DENIED_SYSCALLS`` of this machine with EPERM, and every system call of
-# another ABI (32-bit or x32 calls from a 64-bit process, which take other numbers), then
-# ``exec``s the program (``sys.argv[1:]``), which keeps the filter (``no_new_privs``). On a
-# machine the table does not know it execs the program as it is.
-SECCOMP_BOOT = r"""
-import ctypes, os, platform, struct, sys
-TABLE = %r
-argv = sys.argv[1:]
-entry = TABLE.get(platform.machine())
-if entry is not None:
-    arch, denied = entry
-    numbers = sorted(set(denied.values()))
-    deny = 5 + len(numbers) + 1
-    code = [(0x20, 0, 0, 4), (0x15, 1, 0, arch), (0x06, 0, 0, 0x00050001),
-            (0x20, 0, 0, 0), (0x35, deny - 5, 0, 0x40000000)]
-    for i, number in enumerate(numbers):
-        code.append((0x15, deny - (5 + i) - 1, 0, number))
-    code += [(0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050001)]
-    blob = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *c) for c in code))
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    program = Program(len(code), ctypes.cast(blob, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
-                           ctypes.c_ulong]
-    if libc.prctl(38, 1, None, 0, 0) != 0 or \
-            libc.prctl(22, 2, ctypes.addressof(program), 0, 0) != 0:
-        sys.stderr.write("seccomp filter not installed: %%s\n"
-                         %% os.strerror(ctypes.get_errno()))
-        sys.exit(%d)
-os.execvp(argv[0], argv)
-""" % (DENIED_SYSCALLS, SECCOMP_FAILED)
+# ``clone`` is refused (EPERM) when its flags (first argument) ask for any of these new
+# namespaces; a thread or a plain fork is allowed.
+CLONE_NAMESPACE_FLAGS: dict[str, int] = {
+    "CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080,
+}
+# ``clone3`` passes its flags in memory a filter cannot read: it fails with ENOSYS, which
+# makes the C library fall back to ``clone`` (threads, ``fork``, ``posix_spawn``).
+ENOSYS_SYSCALLS: tuple[str, ...] = ("clone3",)
+# The error every refused call gets (a test sets another to tell the filter's refusal
+# from the kernel's own).
+REFUSED_ERRNO = 1  # EPERM
+SECCOMP_HINT = N_("install libseccomp (Debian/Ubuntu: `sudo apt-get install libseccomp2`) "
+                  "and the kit's Python dependencies (`pip install -e .`; pyseccomp)")
 
 
-def seccomp_boot() -> list[str]:
-    """The arguments that run ``SECCOMP_BOOT`` before a jailed program: this Python
-    (bound read-only in every jail), isolated, without ``site``."""
-    return [sys.executable, "-I", "-S", "-c", SECCOMP_BOOT]
+def seccomp_bpf() -> bytes:
+    """The jail's seccomp filter for this machine, compiled by libseccomp to BPF.
+
+    Returns:
+        bytes, the BPF program (``struct sock_filter`` records, 8 bytes each) that
+        bubblewrap's ``--seccomp`` reads.
+
+    Raises:
+        JailUnavailable: libseccomp or its binding is missing (one line: what to install).
+    """
+    return _seccomp_bpf(REFUSED_ERRNO)
+
+
+@functools.lru_cache(maxsize=4)
+def _seccomp_bpf(refused: int) -> bytes:
+    import errno
+    import tempfile
+
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError, RuntimeError) as exc:
+        hint = _(SECCOMP_HINT)
+        raise JailUnavailable(f"{exc}: {hint}") from exc
+    refuse = seccomp.ERRNO(refused)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, refuse)
+    for name in DENIED_SYSCALLS:
+        try:
+            rules.add_rule(refuse, name)
+        except (RuntimeError, ValueError, OSError):  # unknown to this machine's table
+            continue
+    for flag in CLONE_NAMESPACE_FLAGS.values():
+        rules.add_rule(refuse, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    for name in ENOSYS_SYSCALLS:
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+    with tempfile.TemporaryFile() as f:
+        rules.export_bpf(f)
+        f.seek(0)
+        return f.read()
+
+
+_SECCOMP_FILES: dict[tuple[int, int], str] = {}
+
+
+def _seccomp_file() -> str:
+    """A file of this process (in a 0700 scratch folder of its own, made again after a
+    fork or a sweep) holding ``seccomp_bpf()``."""
+    key = (os.getpid(), REFUSED_ERRNO)
+    path = _SECCOMP_FILES.get(key)
+    if path is None or not os.path.isfile(path):
+        import atexit
+
+        bpf = seccomp_bpf()
+        folder = scratch_folder("seccomp")
+        path = os.path.join(folder, "filter.bpf")
+        with open(path, "wb") as f:
+            f.write(bpf)
+        _SECCOMP_FILES[key] = path
+        atexit.register(_remove_own, folder, os.getpid())
+    return path
+
+
+def _remove_own(folder: str, pid: int) -> None:
+    """Remove ``folder`` at exit, in the process that made it only (not a forked child)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# bubblewrap reads the filter from this descriptor, opened by a shell that then becomes
+# bubblewrap (``exec``): ``subprocess`` closes every descriptor it was not told to keep
+# after the caller's ``preexec``, so the kit's callers need not pass one.
+SECCOMP_FD = 9
+_SECCOMP_EXEC = f'exec "$@" {SECCOMP_FD}<"$0"'
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_options() -> frozenset[str]:
+    """The options this bubblewrap knows (from ``bwrap --help``; empty if it cannot run)."""
+    try:
+        text = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True,
+                              text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(w for w in text.split() if w.startswith("--"))
 
 
 def bwrap_path() -> str | None:
@@ -184,8 +259,11 @@ def _problem() -> tuple[str, str] | None:
         return N_("the jail needs Linux namespaces; this is {detail}: {hint}"), sys.platform
     if bwrap_path() is None:
         return N_("bubblewrap (bwrap) is not installed: {hint}"), ""
-    trial = command([sys.executable, "-I", "-c", "import numpy"], readonly=(),
-                    submission_dir=None)
+    try:
+        trial = command([sys.executable, "-I", "-c", "import numpy"], readonly=(),
+                        submission_dir=None)
+    except JailUnavailable as exc:
+        return N_("no seccomp filter can be built here ({detail})"), str(exc)
     try:
         done = subprocess.run(trial.argv, preexec_fn=trial.preexec, capture_output=True,
                               timeout=30, stdin=subprocess.DEVNULL)
@@ -383,6 +461,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
 
     Raises:
         ValueError: if a folder of ``private_dirs`` is not an absolute path under ``/tmp``.
+        JailUnavailable: the seccomp filter cannot be built (``seccomp_bpf``).
     """
     private_dirs = [os.path.normpath(d) for d in private_dirs]
     for folder in private_dirs:
@@ -392,14 +471,18 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     bwrap = bwrap_path() or "bwrap"
     root = os.geteuid() == 0
     uid = JAIL_UID_BASE + ((os.getpid() if slot is None else slot) % JAIL_UIDS)
-    args = [bwrap, "--die-with-parent"] + (["--new-session"] if new_session else []) + [
+    args = ["/bin/sh", "-c", _SECCOMP_EXEC, _seccomp_file(), bwrap,
+            "--seccomp", str(SECCOMP_FD), "--die-with-parent"] + (["--new-session"] if new_session else []) + [
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--clearenv", "--hostname", "jail"]
     if root:
         # Root needs no user namespace: the jail drops to a uid of its own with setpriv.
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        args += ["--unshare-user", "--disable-userns"]
+        # bubblewrap's own wall where it has one (0.8.0 on); the filter refuses
+        # ``unshare``/``clone`` of a namespace either way.
+        args += ["--unshare-user"] + [
+            o for o in ("--disable-userns", "--assert-userns-disabled") if o in bwrap_options()]
     made = {"/"}
 
     def directory(path):
@@ -416,7 +499,11 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             args += ["--ro-bind", path, path]
     # /proc, /dev and the private /tmp first: a bind below /tmp (a kit cloned there, the
     # Python environment inside it) must come after the tmpfs, or the tmpfs hides it.
+    # /dev: bubblewrap's minimal one (null, zero, full, random, urandom, tty), with its
+    # devpts hidden under an empty read-only folder: no pseudo-terminal can be opened
+    # (``/dev/ptmx`` leads nowhere), none counts against the machine's limit.
     args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "0555", "--size", "4096", "--tmpfs", "/dev/pts",
              "--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     made.add("/tmp")
     args += ["--perms", "0755", "--dir", "/etc"]
@@ -451,7 +538,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     if root:
         args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--no-new-privs", "--"]
-    args += seccomp_boot() + list(argv)
+    args += list(argv)
     return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
 
 

@@ -77,7 +77,7 @@ def test_attention_weights_that_ignore_the_queries_earn_nothing(tmp_path):
 # at once in the demo, the batch's workers) are the ones the out-of-memory killer picks
 # from. System V shared memory and message queues (``shmget``, ``msgget`` through ctypes,
 # which a flag names but does not stop) the same. Every jailed program now starts behind a
-# seccomp filter that refuses those system calls (``jail.SECCOMP_BOOT``).
+# seccomp filter that refuses those system calls (``jail.DENIED_SYSCALLS``).
 
 MEMFD_HOARD = textwrap.dedent('''
     import os
