@@ -15,9 +15,8 @@ What a jailed process gets, and nothing else:
 - read-only, the folder of the one submission being graded, and the files the caller
   names (the sandbox worker's code, a kernel's connection file); a private ``/tmp`` in
   memory, capped in size, as the only writable place: nothing of the host's disk is
-  bound writable (a kernel's Unix sockets live in folders made on that ``/tmp``,
-  ``private_dirs``, and the grader reaches them through ``/proc/<pid>/root``:
-  ``inside_path``);
+  bound writable (a kernel's Unix sockets are made and bound by the grader in a folder
+  of its own outside the jail and passed in as descriptors: ``autograde``);
 - a minimal ``/dev`` with no pseudo-terminal (no devpts: ``/dev/ptmx`` leads nowhere);
 - no course directory: no reference solutions, no graders' checks, no gradebook, no other
   student, no home directory (``~/.pgpass``), no ``/tmp`` of the host;
