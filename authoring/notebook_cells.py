@@ -25,6 +25,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 
+from authoring.student_requirements import python_of_requirements
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ROOT / "notebooks"
 VALIDATE_HELPERS = DOCUMENTS / "validate_helpers.py"
@@ -134,13 +136,15 @@ def validate_helpers(parts: Sequence[str], modules: Sequence[str],
     text = translated_document(VALIDATE_HELPERS.name, language)
     return fill(text, {"graded_parts": lambda _: repr(tuple(parts)),
                        "grading_modules": lambda _: repr(tuple(modules)),
-                       "kernel_catalogue": lambda _: repr(KERNEL_CATALOGUE)},
+                       "kernel_catalogue": lambda _: repr(KERNEL_CATALOGUE),
+                       "student_python": lambda _: repr(tuple(python_of_requirements(
+                           ROOT / "requirements-student.txt")))},
                 f"{VALIDATE_HELPERS.relative_to(ROOT)}")
 
 
 def student_install() -> str:
     """The one command that installs what a student needs for both notebooks, as markdown
-    code: ``python -m pip install`` and the pinned requirements of
+    code, and the Python it is for: ``python -m pip install`` and the pinned requirements of
     ``requirements-student.txt`` (the grading environment's versions), written out so that
     a student who fetched only the notebook has it.
 
@@ -150,7 +154,8 @@ def student_install() -> str:
     path = ROOT / "requirements-student.txt"
     pins = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
-    return "`python -m pip install " + " ".join(pins) + "`"
+    python = ", ".join(python_of_requirements(path))
+    return "`python -m pip install " + " ".join(pins) + f"` in Python {python}"
 
 
 def fill(text: str, fillers: Fillers, where: str, code: bool = True) -> str:

@@ -30,8 +30,8 @@
 # that article, its figures and its notation.
 #
 # **Before you start**, install what this notebook and its checks use, in the environment
-# Jupyter runs in: {{ student_install }} (JupyterLab, NumPy, matplotlib and nbgrader, at
-# the versions the graders use; the course's `requirements-student.txt` says the same), then
+# Jupyter runs in: {{ student_install }} (JupyterLab, NumPy, matplotlib, nbgrader and
+# rich, at the versions the graders use; the course's `requirements-student.txt` says the same), then
 # start `jupyter lab`. nbgrader gives you the *Assignments* tab and the **Validate** button.
 #
 # ### Conventions
@@ -119,31 +119,6 @@ import types
 import warnings
 
 import numpy as np
-
-
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Raise TimeoutError if the code inside the ``with`` block runs longer than ``seconds``.
-
-    Uses SIGALRM, so it acts in the main thread of a POSIX process (where a notebook kernel
-    runs your cells); anywhere else it does nothing.
-    """
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(tr(
-            "this code took longer than {seconds} s: is there a loop that never ends?",
-            seconds=seconds))
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def rel_error(analytic, numeric, floor=1e-6):
@@ -616,7 +591,7 @@ grade("scaled_dot_product_attention", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_scaling", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: Var(q.k) = d_k, and the softmax saturation at d_k = 512 with and without scaling."""
-with time_limit(30):
+with time_limit(30, lesson=True):
     rng = np.random.default_rng(0)
     n_draws, T = 400, 64
     Q = rng.standard_normal((n_draws, T, 512))                  # (draws, T, d_k): the first d_k columns
@@ -652,7 +627,7 @@ with time_limit(30):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_saturation", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: the largest weight and sum p(1 - p) against d_k, with and without 1/sqrt(d_k)."""
-with time_limit(8):
+with time_limit(8, lesson=True):
     rng = np.random.default_rng(2)
     n_draws, T = 100, 64
     widths = [4, 8, 16, 32, 64, 128, 256, 512]
@@ -697,7 +672,7 @@ with time_limit(8):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_mask_order", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: masking before the softmax (-inf) against zeroing weights after it."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(1)
     Q5 = rng.standard_normal((5, 4))
     K5 = rng.standard_normal((5, 4))
@@ -718,7 +693,7 @@ with time_limit(10):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_mask_figure", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: the weights of the causal example above, masked before and zeroed after the softmax."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for axis, weights, title in ((axes[0], before, "masked before the softmax"),
                                  (axes[1], after, "zeroed after the softmax (trap 2)")):
@@ -753,7 +728,7 @@ with time_limit(10):
 """The lesson, live: time of scaled_dot_product_attention against T, and the slope of the log-log fit."""
 import time
 
-with time_limit(8):
+with time_limit(8, lesson=True):
     rng = np.random.default_rng(3)
     d_k = 64
     lengths, repeats, best = [128, 256, 512, 1024, 2048], [50, 30, 15, 6, 3], []
@@ -1057,7 +1032,7 @@ grade("multi_head_attention", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_permutation", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: attn(Pi X) = Pi attn(X) without a mask; a causal mask breaks it."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(2)
     B, T, d, h = 2, 6, 8, 2
     X = rng.standard_normal((B, T, d))
@@ -1150,7 +1125,7 @@ grade("sinusoidal_positions", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_positions", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: with positions added, attention sees order; PE_p . PE_(p+k) depends on k only."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(2)
     B, T, d, h = 2, 6, 8, 2
     X = rng.standard_normal((B, T, d))
@@ -1541,7 +1516,7 @@ grade("attention_backward", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_gradient_check", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: gradient checks of layer_norm_backward and attention_backward at eps = 1e-6 and 1e-2."""
-with time_limit(30):
+with time_limit(30, lesson=True):
     rng = np.random.default_rng(4)
     x_ln = rng.standard_normal((2, 3, 6))
     ln_params = {"gamma": 1 + 0.1 * rng.standard_normal(6), "beta": 0.1 * rng.standard_normal(6)}
@@ -1629,7 +1604,7 @@ grade("block_param_count", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_param_count", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """The lesson, live: the parameters of a pre-LN block, counted tensor by tensor."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     def block_shapes(d, d_ff):
         """Shape of every parameter tensor of one pre-LN block with biases."""
         shapes = {"ln1.gamma": (d,), "ln1.beta": (d,)}

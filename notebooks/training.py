@@ -21,7 +21,7 @@
 # This assignment follows the second half of lesson 95 of an Italian machine-learning
 # course, *L'attenzione, derivata per intero: query, chiave, valore e il blocco Transformer
 # scritto da zero* ([federicocalo.dev](https://federicocalo.dev)); "the lesson" below is
-# that article. It needs matplotlib besides NumPy ({{ student_install }} installs
+# that article. It needs matplotlib and rich besides NumPy ({{ student_install }} installs
 # everything the course uses). Keep this `training`
 # folder next to your `attention` folder: the gate reads `../attention/attention.ipynb`, or
 # the notebook named by `%env ATTENTION_NOTEBOOK=/path/to/attention.ipynb` run before it.

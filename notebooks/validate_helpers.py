@@ -29,6 +29,80 @@ GRADED_PARTS = {{ graded_parts }}  # every graded part, in the notebook's order
 GRADING_MODULES = {{ grading_modules }}
 
 
+# The Python versions the notebooks are tested on and graded with (requirements-student.txt).
+STUDENT_PYTHON = {{ student_python }}
+_running = "%d.%d" % sys.version_info[:2]
+if sys.version_info[:2] < tuple(int(part) for part in STUDENT_PYTHON[0].split(".")):
+    raise RuntimeError(tr(
+        "This kernel runs Python {running}; the course's notebooks need Python {supported}. "
+        "Install requirements-student.txt in a Python {supported} environment and choose its "
+        "kernel (Kernel > Change Kernel).", running=_running, supported=", ".join(STUDENT_PYTHON)))
+if _running not in STUDENT_PYTHON:
+    print(tr("Note: this kernel runs Python {running}, and your notebook is graded with Python "
+             "{supported}: code that only a newer Python accepts (for example an f-string that "
+             "reuses its own quotes, new in 3.12) is a syntax error when graded.",
+             running=_running, supported=", ".join(STUDENT_PYTHON)), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def time_limit(seconds, lesson=False):
+    """Stop the code inside the ``with`` block once it has used ``seconds`` of processor time.
+
+    Processor time of the main thread (where a notebook kernel runs your cells), not the
+    time on the clock: a busy machine (other programs, the other users of a JupyterHub)
+    slows correct code down without making it use more processor time, so it is not
+    stopped for that, while a loop that never ends uses processor time all along. Past the
+    limit it raises TimeoutError; with ``lesson=True`` (the cells of *The lesson, live*,
+    which carry no points) it prints the same message instead and the cell ends there, so
+    that Run All goes on to the exercises below. Acts in the main thread of a POSIX
+    process; anywhere else it does nothing.
+    """
+    main = threading.main_thread()
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not main:
+        yield
+        return
+    try:
+        clock = time.pthread_getcpuclockid(main.ident)
+    except (AttributeError, OSError):
+        clock = time.CLOCK_PROCESS_CPUTIME_ID  # no clock of one thread (macOS): the process's
+    started = time.clock_gettime(clock)
+    state = {"active": True, "fired": False}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            if time.clock_gettime(clock) - started > seconds:
+                state["fired"] = True
+                signal.pthread_kill(main.ident, signal.SIGALRM)
+                return
+
+    def on_limit(signum, frame):
+        if state["fired"] and state["active"]:
+            state["active"] = False
+            raise TimeoutError(tr(
+                "this code used more than {seconds} s of processor time. If the machine is "
+                "busy, run the cell again later; if it stops again, is there a loop that "
+                "never ends?", seconds=seconds))
+        if callable(previous):
+            previous(signum, frame)  # an outer time_limit's alarm
+
+    previous = signal.signal(signal.SIGALRM, on_limit)
+    watcher = threading.Thread(target=watch, name="time_limit", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except TimeoutError as exc:
+        if not (lesson and state["fired"]):
+            raise
+        print(tr("{error}\nThis lesson cell stopped there (it carries no points); the cells "
+                 "below run as usual.", error=exc), file=sys.stderr)
+    finally:
+        state["active"] = False
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGALRM, previous)
+
+
 class NotAnswered(AssertionError):
     """Raised by an exercise's visible checks while one of its answers is not assigned."""
 

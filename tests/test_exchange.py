@@ -251,9 +251,9 @@ def _pins() -> dict[str, str]:
 
 def test_students_install_what_the_graders_use():
     """requirements-student.txt and the README's install line for students name JupyterLab,
-    NumPy, matplotlib and nbgrader at exactly pyproject.toml's pins."""
+    NumPy, matplotlib, nbgrader and rich at exactly pyproject.toml's pins."""
     pins = _pins()
-    wanted = [pins[name] for name in ("jupyterlab", "numpy", "matplotlib", "nbgrader")]
+    wanted = [pins[name] for name in ("jupyterlab", "numpy", "matplotlib", "nbgrader", "rich")]
     lines = [line.strip() for line in
              (ROOT / "requirements-student.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]

@@ -210,8 +210,8 @@ def replace_once(text: str, old: str, new: str) -> str:
      "cell 2 (setup) (the setup cell): not translated: 'Setup: imports and the helpers"),
     ("    keep = size > floor\n", "    keep = size >= floor\n",
      "cell 2 (setup) (the setup cell): its code differs"),
-    ('"this code took longer than {seconds} s: is there a loop that never ends?"',
-     '"questo codice ha impiegato più di {seconds} s"',
+    ('raise ValueError(f"gradient of shape {a.shape}, expected {n.shape}")',
+     'raise ValueError(f"gradiente di forma {a.shape}, attesa {n.shape}")',
      "cell 2 (setup) (the setup cell): its code differs"),
     # what a given cell computes
     ("n_draws, T = 400, 64", "n_draws, T = 40, 64", "(lesson_scaling): its code differs"),

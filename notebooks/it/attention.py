@@ -31,8 +31,8 @@
 # quell'articolo, le sue figure e la sua notazione.
 #
 # **Prima di cominciare** installa ciò che usano questo notebook e i suoi controlli,
-# nell'ambiente in cui gira Jupyter: {{ student_install }} (JupyterLab, NumPy, matplotlib
-# e nbgrader, nelle versioni usate dai correttori; il `requirements-student.txt` del corso
+# nell'ambiente in cui gira Jupyter: {{ student_install }} (JupyterLab, NumPy, matplotlib,
+# nbgrader e rich, nelle versioni usate dai correttori; il `requirements-student.txt` del corso
 # dice lo stesso), poi avvia `jupyter lab`. nbgrader ti dà la scheda *Assignments* e il pulsante
 # **Validate**.
 #
@@ -125,32 +125,6 @@ import types
 import warnings
 
 import numpy as np
-
-
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Solleva TimeoutError se il codice dentro il blocco ``with`` dura più di ``seconds``
-    secondi.
-
-    Usa SIGALRM, quindi agisce nel thread principale di un processo POSIX (dove il kernel del
-    notebook esegue le tue celle); altrove non fa nulla.
-    """
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(tr(
-            "this code took longer than {seconds} s: is there a loop that never ends?",
-            seconds=seconds))
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def rel_error(analytic, numeric, floor=1e-6):
@@ -629,7 +603,7 @@ grade("scaled_dot_product_attention", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_scaling", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: Var(q.k) = d_k, e la saturazione della softmax a d_k = 512 con e senza scala."""
-with time_limit(30):
+with time_limit(30, lesson=True):
     rng = np.random.default_rng(0)
     n_draws, T = 400, 64
     Q = rng.standard_normal((n_draws, T, 512))                  # (estrazioni, T, d_k): le prime d_k colonne
@@ -665,7 +639,7 @@ with time_limit(30):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_saturation", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: il peso più grande e sum p(1 - p) in funzione di d_k, con e senza 1/sqrt(d_k)."""
-with time_limit(8):
+with time_limit(8, lesson=True):
     rng = np.random.default_rng(2)
     n_draws, T = 100, 64
     widths = [4, 8, 16, 32, 64, 128, 256, 512]
@@ -710,7 +684,7 @@ with time_limit(8):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_mask_order", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: maschera prima della softmax (-inf) contro pesi azzerati dopo."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(1)
     Q5 = rng.standard_normal((5, 4))
     K5 = rng.standard_normal((5, 4))
@@ -732,7 +706,7 @@ with time_limit(10):
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_mask_figure", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: i pesi dell'esempio causale qui sopra, mascherati prima e azzerati dopo la softmax."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for axis, weights, title in ((axes[0], before, "maschera prima della softmax"),
                                  (axes[1], after, "azzerati dopo la softmax (trappola 2)")):
@@ -768,7 +742,7 @@ with time_limit(10):
 """La lezione, dal vivo: il tempo di scaled_dot_product_attention in funzione di T, e la pendenza della retta log-log."""
 import time
 
-with time_limit(8):
+with time_limit(8, lesson=True):
     rng = np.random.default_rng(3)
     d_k = 64
     lengths, repeats, best = [128, 256, 512, 1024, 2048], [50, 30, 15, 6, 3], []
@@ -1074,7 +1048,7 @@ grade("multi_head_attention", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_permutation", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: attn(Pi X) = Pi attn(X) senza maschera; una maschera causale la rompe."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(2)
     B, T, d, h = 2, 6, 8, 2
     X = rng.standard_normal((B, T, d))
@@ -1168,7 +1142,7 @@ grade("sinusoidal_positions", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_positions", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: con le posizioni sommate l'attenzione vede l'ordine; PE_p . PE_(p+k) dipende solo da k."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     rng = np.random.default_rng(2)
     B, T, d, h = 2, 6, 8, 2
     X = rng.standard_normal((B, T, d))
@@ -1563,7 +1537,7 @@ grade("attention_backward", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_gradient_check", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: controlli del gradiente di layer_norm_backward e attention_backward con eps = 1e-6 e 1e-2."""
-with time_limit(30):
+with time_limit(30, lesson=True):
     rng = np.random.default_rng(4)
     x_ln = rng.standard_normal((2, 3, 6))
     ln_params = {"gamma": 1 + 0.1 * rng.standard_normal(6), "beta": 0.1 * rng.standard_normal(6)}
@@ -1651,7 +1625,7 @@ grade("block_param_count", globals())
 
 # %% nbgrader={"grade": false, "grade_id": "lesson_param_count", "locked": true, "schema_version": 3, "solution": false} tags=["lesson"]
 """La lezione, dal vivo: i parametri di un blocco pre-LN, contati tensore per tensore."""
-with time_limit(10):
+with time_limit(10, lesson=True):
     def block_shapes(d, d_ff):
         """La forma di ogni tensore di parametri di un blocco pre-LN con i bias."""
         shapes = {"ln1.gamma": (d,), "ln1.beta": (d,)}

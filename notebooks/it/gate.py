@@ -49,27 +49,6 @@ class GateClosed(Exception):
     """Sollevata finché le funzioni di attenzione non hanno superato i loro controlli visibili."""
 
 
-@contextlib.contextmanager
-def time_limit(seconds):
-    """Solleva TimeoutError se il codice al suo interno dura più di ``seconds`` secondi (solo nel
-    thread principale)."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise TimeoutError(tr("this code took longer than {seconds} s: is there a loop that never ends?",
-                              seconds=seconds))
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def require_implemented(fn, *args):
     """Solleva NotImplementedError finché ``fn`` è ancora da scrivere; tutto il resto che fa
     su ``args`` lo giudicano i controlli nascosti."""

@@ -21,7 +21,7 @@
 # Questo compito segue la seconda metà della lezione 95 di un corso italiano di machine
 # learning, *L'attenzione, derivata per intero: query, chiave, valore e il blocco Transformer
 # scritto da zero* ([federicocalo.dev](https://federicocalo.dev)); "la lezione", qui sotto, è
-# quell'articolo. Oltre a NumPy serve matplotlib ({{ student_install }} installa tutto ciò
+# quell'articolo. Oltre a NumPy servono matplotlib e rich ({{ student_install }} installa tutto ciò
 # che usa il corso). Tieni questa cartella
 # `training` accanto alla tua cartella `attention`: il cancello legge
 # `../attention/attention.ipynb`, oppure il notebook indicato da

@@ -31,6 +31,80 @@ GRADED_PARTS = {{ graded_parts }}  # tutte le parti valutate, nell'ordine del no
 GRADING_MODULES = {{ grading_modules }}
 
 
+# Le versioni di Python su cui i notebook sono provati e valutati (requirements-student.txt).
+STUDENT_PYTHON = {{ student_python }}
+_running = "%d.%d" % sys.version_info[:2]
+if sys.version_info[:2] < tuple(int(part) for part in STUDENT_PYTHON[0].split(".")):
+    raise RuntimeError(tr(
+        "This kernel runs Python {running}; the course's notebooks need Python {supported}. "
+        "Install requirements-student.txt in a Python {supported} environment and choose its "
+        "kernel (Kernel > Change Kernel).", running=_running, supported=", ".join(STUDENT_PYTHON)))
+if _running not in STUDENT_PYTHON:
+    print(tr("Note: this kernel runs Python {running}, and your notebook is graded with Python "
+             "{supported}: code that only a newer Python accepts (for example an f-string that "
+             "reuses its own quotes, new in 3.12) is a syntax error when graded.",
+             running=_running, supported=", ".join(STUDENT_PYTHON)), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def time_limit(seconds, lesson=False):
+    """Ferma il codice dentro il blocco ``with`` quando ha usato ``seconds`` di tempo di processore.
+
+    Il tempo di processore del thread principale (dove il kernel del notebook esegue le tue
+    celle), non quello dell'orologio: una macchina carica (altri programmi, gli altri utenti
+    di un JupyterHub) rallenta il codice corretto senza fargli usare più tempo di
+    processore, quindi non lo ferma per questo, mentre un ciclo che non finisce mai usa
+    tempo di processore per tutto il tempo. Oltre il limite solleva TimeoutError; con
+    ``lesson=True`` (le celle di *La lezione, dal vivo*, che non danno punti) stampa lo
+    stesso messaggio e la cella finisce lì, così Run All arriva agli esercizi sotto. Agisce
+    nel thread principale di un processo POSIX; altrove non fa nulla.
+    """
+    main = threading.main_thread()
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not main:
+        yield
+        return
+    try:
+        clock = time.pthread_getcpuclockid(main.ident)
+    except (AttributeError, OSError):
+        clock = time.CLOCK_PROCESS_CPUTIME_ID  # nessun orologio di un solo thread (macOS): quello del processo
+    started = time.clock_gettime(clock)
+    state = {"active": True, "fired": False}
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            if time.clock_gettime(clock) - started > seconds:
+                state["fired"] = True
+                signal.pthread_kill(main.ident, signal.SIGALRM)
+                return
+
+    def on_limit(signum, frame):
+        if state["fired"] and state["active"]:
+            state["active"] = False
+            raise TimeoutError(tr(
+                "this code used more than {seconds} s of processor time. If the machine is "
+                "busy, run the cell again later; if it stops again, is there a loop that "
+                "never ends?", seconds=seconds))
+        if callable(previous):
+            previous(signum, frame)  # l'allarme di un time_limit esterno
+
+    previous = signal.signal(signal.SIGALRM, on_limit)
+    watcher = threading.Thread(target=watch, name="time_limit", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except TimeoutError as exc:
+        if not (lesson and state["fired"]):
+            raise
+        print(tr("{error}\nThis lesson cell stopped there (it carries no points); the cells "
+                 "below run as usual.", error=exc), file=sys.stderr)
+    finally:
+        state["active"] = False
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGALRM, previous)
+
+
 class NotAnswered(AssertionError):
     """Sollevata dai test visibili di un esercizio finché una delle sue risposte non è assegnata."""
 
