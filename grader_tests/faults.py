@@ -26,6 +26,8 @@ FAULTS = {
     "nan-on-empty-row": N_("a fully masked row gives NaN or non-zero weights instead of zeros"),
     "head-order": N_("reshape and transpose are done in the wrong order: shapes are right but "
     "the heads are mixed up"),
+    "head-count-unchecked": N_("a head count that does not divide d is not refused with "
+    "ValueError (returned a result, or raised another error)"),
     "input-mutated": N_("an argument was modified in place"),
     "dtype-changed": N_("the result dtype differs from the inputs' (float32 in must give "
     "float32 out)"),

@@ -210,6 +210,19 @@ def test_bug_is_caught_with_its_fault(bug):
         assert not missing, f"{bug.id}: messages that do not name {bug.function}: {missing}"
 
 
+@pytest.mark.parametrize("bug", [pytest.param(b, id=b.id, marks=pytest.mark.xdist_group(
+    f"bug:{b.id}")) for b in BUGS if b.cause])
+def test_bug_message_names_its_cause(bug):
+    """Every failed check reporting the entry's fault says the entry's cause: the id and
+    the "likely cause" line under it name the same mistake."""
+    result = graded("bug", bug.id)[bug.function]
+    reporting = [c for c in result.checks if not c.passed and c.fault == bug.fault]
+    assert reporting, f"{bug.id}: no failed check reports {bug.fault!r}.\n{failed_checks(result)}"
+    silent = [c.name for c in reporting if bug.cause not in c.message]
+    assert not silent, (f"{bug.id}: the checks {silent} report {bug.fault!r} without naming the "
+                        f"cause {bug.cause!r}.\n{failed_checks(result)}")
+
+
 MISNAMING_CANDIDATES = [
     pytest.param(b, id=b.id, marks=[pytest.mark.xdist_group(f"bug:{b.id}")] + (
         [pytest.mark.xfail(strict=True, reason=f"grader gap: {b.not_faults_gap}")]
