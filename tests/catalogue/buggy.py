@@ -84,7 +84,8 @@ BUGS = [
                 scores = np.where(np.asarray(mask, bool), scores, -np.inf)
             weights = softmax(scores)
             return np.matmul(weights, V), weights
-        ''', "divides by d_k instead of sqrt(d_k)"),
+        ''', "divides by d_k instead of sqrt(d_k)",
+        cause="d_k instead of sqrt(d_k)"),
     Bug("sdpa-ignores-scale-flag", "scaled_dot_product_attention", "missing-scale", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])   # always scaled
@@ -438,6 +439,7 @@ BUGS = [
             positions = np.arange(T)
             return positions[np.newaxis, :] <= np.asarray(lengths)[:, np.newaxis]
         ''', "t <= lengths[b]: the first padded position counts as a real token",
+        cause="t <= lengths[b]",
         # wrong on its one value check: its boolean (B, T) result and untouched lengths
         # (docs/contract.md section 2, property checks) earn nothing beside no right value
         not_faults=("other",), points=0.0),
@@ -894,6 +896,17 @@ BUGS = [
             leading = tuple(range(dy.ndim - 1))
             return dx, (dy * xhat).sum(axis=leading), dy.sum(axis=leading)
         ''', "dxhat = dy instead of dy * gamma"),
+
+    Bug("lnbwd-gamma-out-of-row-sums", "layer_norm_backward", "layer-norm-backward-terms", '''
+        def layer_norm_backward(dy, cache):
+            xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
+            n = dy.shape[-1]
+            dx = gamma * inv / n * (n * dy - dy.sum(axis=-1, keepdims=True)   # gamma pulled out
+                                    - xhat * (dy * xhat).sum(axis=-1, keepdims=True))
+            leading = tuple(range(dy.ndim - 1))
+            return dx, (dy * xhat).sum(axis=leading), dy.sum(axis=leading)
+        ''', "gamma multiplied outside the row sums, as if it were the same for every feature",
+        cause="gamma was taken out of the row means"),
 
     # ------------------------------------------------------------------ param-grad-axes
     Bug("lnbwd-params-averaged", "layer_norm_backward", "param-grad-axes", '''
