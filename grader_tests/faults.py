@@ -9,8 +9,8 @@ the same in every language; their explanations and the traps' titles are English
 from .i18n import N_, _
 
 FAULTS = {
-    "missing-scale": N_("the scores are not divided by sqrt(d_k) (or divided by sqrt(d) instead "
-    "of sqrt(d_h) with heads)"),
+    "missing-scale": N_("the scores are not divided by sqrt(d_k): not divided at all, divided "
+    "by d_k, or by sqrt(d) instead of sqrt(d_h) with heads"),
     "unstable-softmax": N_("the softmax does not subtract the maximum: exp overflows to inf/NaN "
     "on large scores"),
     "softmax-wrong-axis": N_("the softmax normalises over the wrong axis (the queries instead "
@@ -21,11 +21,13 @@ FAULTS = {
     "'may attend' / 'real token'"),
     "mask-wrong-axis": N_("the mask acts on the wrong axis: causal mask transposed, or padding "
     "applied to queries instead of keys"),
-    "padding-ignored": N_("the padding mask is not applied: the output depends on what sits in "
-    "the padded positions"),
+    "padding-ignored": N_("the padding mask is not applied, or marks the wrong positions (off "
+    "by one): the output depends on what sits in the padded positions"),
     "nan-on-empty-row": N_("a fully masked row gives NaN or non-zero weights instead of zeros"),
     "head-order": N_("reshape and transpose are done in the wrong order: shapes are right but "
     "the heads are mixed up"),
+    "head-count-unchecked": N_("a head count that does not divide d is not refused with "
+    "ValueError (returned a result, or raised another error)"),
     "input-mutated": N_("an argument was modified in place"),
     "dtype-changed": N_("the result dtype differs from the inputs' (float32 in must give "
     "float32 out)"),

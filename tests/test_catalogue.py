@@ -39,7 +39,7 @@ import types
 import pytest
 
 from grader_tests.core import grade_function
-from grader_tests.faults import FAULTS
+from grader_tests.faults import FAULTS, explain
 from tests.catalogue import (SPEC_FUNCTIONS, affected, build_namespace, entry_sources,
                              reference_namespace)
 from tests.catalogue.buggy import BUGS
@@ -208,6 +208,28 @@ def test_bug_is_caught_with_its_fault(bug):
             [bug.source], label=bug.id):
         missing = [c for c in result.checks if bug.function not in c.message]
         assert not missing, f"{bug.id}: messages that do not name {bug.function}: {missing}"
+
+
+@pytest.mark.parametrize("bug", [pytest.param(b, id=b.id, marks=pytest.mark.xdist_group(
+    f"bug:{b.id}")) for b in BUGS if b.cause])
+def test_bug_message_names_its_cause(bug):
+    """Every failed check reporting the entry's fault says the entry's cause: the id and
+    the "likely cause" line under it name the same mistake."""
+    result = graded("bug", bug.id)[bug.function]
+    reporting = [c for c in result.checks if not c.passed and c.fault == bug.fault]
+    assert reporting, f"{bug.id}: no failed check reports {bug.fault!r}.\n{failed_checks(result)}"
+    silent = [c.name for c in reporting if bug.cause not in c.message]
+    assert not silent, (f"{bug.id}: the checks {silent} report {bug.fault!r} without naming the "
+                        f"cause {bug.cause!r}.\n{failed_checks(result)}")
+
+
+def test_fault_explanations_name_the_causes_their_checks_name():
+    """An id and the "likely cause" line under it say the same thing: scores divided by
+    d_k (``sdpa-divides-by-dk``) are a missing scale as the id's explanation says, an
+    off-by-one padding mask (``padding-mask-off-by-one``) padding that reaches the softmax."""
+    assert "divided by d_k" in explain("missing-scale")
+    assert "off by one" in explain("padding-ignored")
+    assert "ValueError" in explain("head-count-unchecked")
 
 
 MISNAMING_CANDIDATES = [

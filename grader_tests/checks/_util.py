@@ -3,7 +3,7 @@ and the diagnosis of a wrong value by the alternative formulas a fault would pro
 
 import numpy as np
 
-from ..guard import call, call_watching_inputs
+from ..guard import StubHit, StudentTimeout, call, call_watching_inputs
 from ..i18n import _
 from ..registry import Fail
 
@@ -162,3 +162,50 @@ def backward_mutation_check(fn, dy, cache, what):
                                       "called twice on one cache (gradient checks do): work on "
                                       "new arrays (P * (dP - s), not dP -= s).").format(what=what,
                                         items=' and '.join(names)))
+
+
+# Shapes ``(B, T, d, n_heads)`` whose ``d`` is not divisible by ``n_heads`` but on which a
+# reshape with ``d_h = d // n_heads`` still succeeds: ``reshape(B, T, -1, d_h)`` gives
+# (2, 3, 6, 1) and (2, 4, 5, 2), so only an explicit test of ``d % n_heads`` refuses them.
+BAD_HEAD_COUNTS = ((2, 3, 6, 4), (2, 4, 10, 4))
+
+
+def head_count_check(fn, make_args, what):
+    """The contract's ``ValueError`` for a head count that does not divide ``d``
+    (docs/contract.md §2, entries 6, 8 and 12), shared by the functions that split heads.
+
+    Args:
+        fn: the student's function.
+        make_args: callable ``(B, T, d, n_heads) -> args`` building the positional
+            arguments of one call (inputs of shape ``(B, T, d)``).
+        what: the function's name.
+
+    Raises:
+        Fail: ``head-count-unchecked`` when a call on ``BAD_HEAD_COUNTS`` returns (a
+            result of any shape) or raises another exception than ``ValueError``.
+    """
+    for B, T, d, h in BAD_HEAD_COUNTS:
+        where = _("{what} with inputs of shape {shape} and n_heads={h}").format(
+            what=what, shape=(B, T, d), h=h)
+        try:
+            got = call(fn, *make_args(B, T, d, h))
+        except (StudentTimeout, StubHit, Fail):
+            raise
+        except ValueError:
+            continue
+        except Exception as exc:
+            kind = getattr(exc, "type_name", type(exc).__name__)
+            raise Fail("head-count-unchecked", _(
+                "{where} raised {kind} ({exc}) instead of ValueError: {d} is not divisible by "
+                "{h}. Likely cause: the head count is tested with assert (or not at all, and "
+                "the error comes from later code); the contract asks for raise "
+                "ValueError(...) when d % n_heads != 0.").format(
+                    where=where, kind=kind, exc=str(exc)[:120], d=d, h=h)) from None
+        shapes = [getattr(part, "shape", type(part).__name__)
+                  for part in (got if isinstance(got, tuple) else (got,))]
+        raise Fail("head-count-unchecked", _(
+            "{where} returned {shapes} instead of raising ValueError: {d} is not divisible "
+            "by {h}. Likely cause: no test of d % n_heads before the reshape; with d_h = d "
+            "// n_heads a reshape to (B, T, -1, d_h) still succeeds and mixes or drops "
+            "columns.").format(where=where, shapes=", ".join(str(s) for s in shapes), d=d,
+                               h=h))

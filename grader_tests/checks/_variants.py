@@ -20,7 +20,9 @@ def sdpa_variant(Q, K, V, mask=None, scale=True, bug=None):
 
     Args:
         bug: None (correct), ``"no-scale"``, ``"scale-by-d"`` (``1/d_k``),
-            ``"axis"`` (softmax over the queries), ``"mask-after"`` (zero after the
+            ``"axis"`` (softmax over the queries), ``"axis-0"``, ``"axis-1"`` (over the
+            leading axis 0 or 1, a batch or head axis: a hard-coded ``axis=0`` or ``axis=1``
+            on scores of 3 or more axes), ``"mask-after"`` (zero after the
             softmax), ``"mask-inverted"``, ``"mask-transposed"``, ``"mask-ignored"``,
             ``"scale-ignored"`` (scaled even when ``scale=False``).
 
@@ -42,7 +44,13 @@ def sdpa_variant(Q, K, V, mask=None, scale=True, bug=None):
         m = np.swapaxes(m, -1, -2)
     if m is not None and bug not in ("mask-after", "mask-ignored"):
         S = np.where(m, S, -np.inf)
-    P = ref.softmax(S, axis=-2 if bug == "axis" else -1)
+    if bug in ("axis-0", "axis-1"):
+        leading = int(bug[-1])
+        if leading >= S.ndim - 2:  # axis 0 or 1 is then the queries' or the keys' axis
+            return None, None
+        P = ref.softmax(S, axis=leading)
+    else:
+        P = ref.softmax(S, axis=-2 if bug == "axis" else -1)
     if m is not None and bug == "mask-after":
         P = np.where(m, P, 0.0)
     return P @ V, P
@@ -53,6 +61,12 @@ SDPA_FAULTS = [
     ("scale-by-d", "missing-scale", N_("the scores were divided by d_k instead of sqrt(d_k)")),
     ("axis", "softmax-wrong-axis", N_("the softmax normalised over the queries (axis -2) instead "
                                       "of the keys (axis -1)")),
+    ("axis-0", "softmax-wrong-axis", N_("the softmax normalised over axis 0, a batch axis, "
+                                        "instead of the keys (axis -1), as a hard-coded "
+                                        "axis=0 does")),
+    ("axis-1", "softmax-wrong-axis", N_("the softmax normalised over axis 1, a batch or head "
+                                        "axis, instead of the keys (axis -1), as a hard-coded "
+                                        "axis=1 does")),
     ("mask-after", "mask-after-softmax", N_("the weights were zeroed after the softmax, so the "
                                             "rows of weights no longer sum to 1")),
     ("mask-inverted", "mask-inverted", N_("True was read as 'blocked'; True means 'may attend'")),

@@ -13,7 +13,7 @@ from ..guard import call
 from ..i18n import N_, _
 from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, diagnose, dtype_check, expect_shape, fmt,
-                    mutation_check, rng, unpack, worst_difference)
+                    head_count_check, mutation_check, rng, unpack, worst_difference)
 from ._variants import SDPA_FAULTS, mha_candidates, sdpa_variant
 
 SDPA = "scaled_dot_product_attention"
@@ -106,6 +106,37 @@ def _weights_follow_queries(fn, Q, K, V, mask, weights, what):
         raise Fail("other", _("{what}: other queries Q gave the same weights; the weights are "
                               "the softmax of the scores Q K^T / sqrt(d_k), so they change with "
                               "the queries.").format(what=what))
+
+
+def empty_row_cause(row_w, unmasked):
+    """Why the weights of a query that may attend to no key are not zeros, read from them.
+
+    Args:
+        row_w: float array ``(..., T_k)``, the student's weights of the fully masked rows.
+        unmasked: float array of the same shape, the reference weights of those rows
+            without a mask.
+
+    Returns:
+        str, the cause the weights show: NaN (a softmax of -inf only), the unmasked
+        weights (a mask added to the scores: a row shifted by the same amount everywhere
+        keeps its softmax), uniform weights (a large negative fill), else the three.
+    """
+    w = np.asarray(row_w, dtype=np.float64)
+    if np.isnan(w).any():
+        return _("a row of -inf only gives NaN in a softmax without the empty-row rule (max "
+                 "of the row taken as 0, divide only where the sum is > 0)")
+    if w.shape == np.shape(unmasked) and allclose(w, unmasked, rtol=1e-6, atol=1e-9):
+        return _("these are the weights the row has without a mask: the mask was added to the "
+                 "scores (-1e9 where blocked), which shifts a row blocked everywhere by the same "
+                 "amount, and a softmax does not change when its whole row is shifted; set "
+                 "blocked scores to -inf and give a row of -inf only zero weights")
+    if w.size and allclose(w, np.broadcast_to(w.mean(axis=-1, keepdims=True), w.shape)):
+        return _("a large negative fill (-1e9 where blocked) gives a row blocked everywhere "
+                 "equal scores, so uniform weights; set blocked scores to -inf and give a row "
+                 "of -inf only zero weights")
+    return _("NaN comes from a softmax of -inf only, uniform weights from a large negative "
+             "fill (-1e9), the unmasked weights from a mask added to the scores: a row "
+             "blocked everywhere must get zero weights")
 
 
 def _qkv(seed, batch, T_q, T_k, d_k, d_v, dtype=np.float64, spread=1.0):
@@ -228,12 +259,13 @@ def sdpa_empty_row(fn):
         row_w, row_o = weights[1], as_array(out, "out")[1]
         if np.isnan(row_w).any() or np.isnan(row_o).any() or not allclose(row_w, 0.0) \
                 or not allclose(row_o, 0.0):
+            unmasked = ref.scaled_dot_product_attention(Q, K, V)[1][1]
             raise Fail("nan-on-empty-row",
                        _("{SDPA}: query 1 may attend to no key (its mask row is all False); its "
-                         "weights are {row_w} and its output {row_o}, expected all zeros. Likely "
-                         "cause: a -inf-only row gives NaN in the softmax, or a large negative "
-                         "fill (-1e9) gives uniform weights.").format(SDPA=SDPA, row_w=fmt(row_w),
-                           row_o=fmt(row_o)))
+                         "weights are {row_w} and its output {row_o}, expected all "
+                         "zeros.").format(SDPA=SDPA, row_w=fmt(row_w), row_o=fmt(row_o))
+                       + " " + _("Likely cause: {why}.").format(
+                           why=empty_row_cause(row_w, unmasked)))
         _sdpa_fail(out, weights, Q, K, V, mask, True, _("{SDPA} with one fully masked row").format(
             SDPA=SDPA))
 
@@ -352,6 +384,12 @@ def mha_permutation_equivariance(fn):
                                      tolist=perm.tolist(), max=np.abs(Y_perm - Y[:, perm]).max()))
 
 
+@check(MHA, N_("raises ValueError when d is not divisible by n_heads"), kind=PROPERTY)
+def mha_rejects_bad_heads(fn):
+    head_count_check(fn, lambda B, T, d, h: (lambda X, Ws: (X, *Ws, h))(*_mha_inputs(27, B, T, d)),
+                     MHA)
+
+
 @check(MHA, N_("float32 in, float32 out"), kind=PROPERTY)
 def mha_keeps_float32(fn):
     dtype_check(fn, lambda dt: ((*((lambda X, Ws: (X, *Ws))(*_mha_inputs(25, dtype=dt))), 2), {}),
@@ -425,11 +463,13 @@ def mha_empty_row(fn):
                 or not allclose(row_Y, 0.0, atol=1e-12):
             where = (_("query {t} of every sequence").format(t=t) if not isinstance(b, int) else
                      _("every query of sequence {b} (length 0)").format(b=b))
+            unmasked = ref.multi_head_attention(X, *Ws, 2)[1]
+            unmasked = unmasked[b, :, t] if isinstance(b, int) else unmasked[:, :, t]
             raise Fail("nan-on-empty-row",
                        _("{what}: {where} may attend to no key; its weights are {row_w} and its "
                          "output {row_Y}, expected all zeros (in every head, and Y = 0 @ W_O = "
-                         "0). Likely cause: a row of -inf only gives NaN in a softmax without "
-                         "the empty-row rule (max of the row taken as 0, divide only where the "
-                         "sum is > 0), or a large negative fill (-1e9) gives uniform weights.").format(what=what,
-                           where=where, row_w=fmt(row_w), row_Y=fmt(row_Y)))
+                         "0).").format(what=what, where=where, row_w=fmt(row_w),
+                                       row_Y=fmt(row_Y))
+                       + " " + _("Likely cause: {why}.").format(
+                           why=empty_row_cause(row_w, unmasked)))
         _expect_mha(fn, X, Ws, 2, mask, what=what)

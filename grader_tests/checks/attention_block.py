@@ -20,7 +20,8 @@ from ..guard import call
 from ..i18n import N_, _
 from ..registry import Fail, PROPERTY, check
 from ._util import (allclose, as_array, backward_mutation_check, diagnose, dtype_check,
-                    expect_shape, mutation_check, rng, unpack, worst_difference)
+                    expect_shape, head_count_check, mutation_check, rng, unpack,
+                    worst_difference)
 from ._variants import mha_candidates, mha_variant
 from .layer_norm import FORWARDS, student_cache
 
@@ -175,6 +176,11 @@ def forward_large_scores(fn):
                            max=np.abs(scores).max(),
                            worst_difference=worst_difference(y, expected)))
         _expect_forward(fn, x, params, 2, causal=causal, what=what)
+
+
+@check(FWD, N_("raises ValueError when d is not divisible by n_heads"), kind=PROPERTY)
+def forward_rejects_bad_heads(fn):
+    head_count_check(fn, lambda B, T, d, h: (_x(65, B, T, d), _params(66, d), h), FWD)
 
 
 @check(FWD, N_("float32 in, float32 out"), kind=PROPERTY)
@@ -361,24 +367,32 @@ def _grad_check(fn, names, **setup):
     s.verify(got, names)
 
 
-@check(BWD, N_("dx matches central differences (B = 2, T = 4, d = 8, h = 2, causal)"))
+# The shapes of the gradient checks keep apart the factors that mistakes multiply a
+# gradient by: the batch size B, the tokens B * T, the score scale 1/sqrt(d_h) and its
+# square. With B = 3, d_h = 4 (scale 1/2) a gradient divided by the batch size is not the
+# scale applied twice (as it would be with B = 2 = sqrt(d_h)); the unscaled check has
+# B = 3, d_h = 2 (a scale of 1/sqrt(2) applied although scale=False).
+MAIN = {"seed": 70, "B": 3}
+
+
+@check(BWD, N_("dx matches central differences (B = 3, T = 4, d = 8, h = 2, causal)"))
 def backward_dx(fn):
-    _grad_check(fn, ["dx"], seed=70)
+    _grad_check(fn, ["dx"], **MAIN)
 
 
 @check(BWD, N_("W_O and b_O gradients match central differences"))
 def backward_output_projection(fn):
-    _grad_check(fn, ["W_O", "b_O"], seed=70)
+    _grad_check(fn, ["W_O", "b_O"], **MAIN)
 
 
 @check(BWD, N_("W_V and b_V gradients match central differences"))
 def backward_values(fn):
-    _grad_check(fn, ["W_V", "b_V"], seed=70)
+    _grad_check(fn, ["W_V", "b_V"], **MAIN)
 
 
 @check(BWD, N_("W_Q, W_K, b_Q, b_K gradients match central differences (through the softmax)"))
 def backward_queries_keys(fn):
-    _grad_check(fn, ["W_Q", "W_K", "b_Q", "b_K"], seed=70)
+    _grad_check(fn, ["W_Q", "W_K", "b_Q", "b_K"], **MAIN)
 
 
 @check(BWD, N_("every gradient matches for scale=False, causal=False, h = 4, B = 3"))

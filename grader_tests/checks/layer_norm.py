@@ -286,6 +286,11 @@ def _backward_candidates(x, gamma, G):
         ("layer-norm-backward-terms", inv * (G - G.mean(-1, keepdims=True)
                                              - xhat * (G * xhat).mean(-1, keepdims=True)),
          _("gamma is missing from the path from y back to xhat")),
+        ("layer-norm-backward-terms", gamma * inv * (G - G.mean(-1, keepdims=True)
+                                                     - xhat * (G * xhat).mean(-1, keepdims=True)),
+         _("gamma was taken out of the row means: mean(dy * gamma) is not gamma * mean(dy), "
+           "gamma differing from one feature to the next; the means run over dxhat = dy * "
+           "gamma")),
     ]
 
 

@@ -1,6 +1,7 @@
 """Checks of ``softmax(scores, axis=-1)`` (docs/contract.md §2; traps 6 and the stability rule)."""
 
 import contextlib
+import re
 
 import numpy as np
 from hypothesis import given
@@ -108,10 +109,47 @@ def _wrong_axis_fail(got, x, axis, what):
                            softmax=fmt(ref.softmax(x, axis=axis)), why=_(why)))
 
 
+_OUT_OF_BOUNDS = re.compile(r"axis (-?\d+) is out of bounds")
+
+
+def _hard_coded_axis(fn, x, axis, exc):
+    """After ``fn`` raised an ``AxisError`` naming axis ``k`` on ``x``: the hypothesis
+    "the code normalises over axis ``k`` whatever it is asked", tested on scores with
+    enough axes (of distinct lengths) that ``k`` is neither missing nor the last one.
+    ``Fail('softmax-wrong-axis')`` when the answer there is the softmax over ``k``;
+    otherwise nothing (the crash is reported as it is)."""
+    kind = getattr(exc, "type_name", type(exc).__name__)
+    found = _OUT_OF_BOUNDS.search(str(exc))
+    if not kind.endswith("AxisError") or found is None:
+        return
+    k = int(found.group(1))
+    ndim = k + 2 if k >= 0 else 1 - k  # axis k exists and is not the last one
+    if ndim > 6:
+        return
+    probe = rng(98).normal(size=tuple(range(2, 2 + ndim))) * 2
+    try:
+        got = np.asarray(call(fn, probe) if axis is None else call(fn, probe, axis=-1))
+    except (StudentTimeout, StubHit):
+        raise
+    except Exception:
+        return
+    if _same_values(got, ref.softmax(probe, axis=k)):
+        raise Fail("softmax-wrong-axis",
+                   _("softmax raised {kind} on scores of shape {shape} ({exc}); on scores of "
+                     "shape {shape2}, asked for the last axis, it normalises over axis {k}. "
+                     "Likely cause: the axis is hard-coded (axis={k}) instead of the `axis` "
+                     "argument.").format(kind=kind.rsplit(".", 1)[-1], shape=x.shape,
+                                         exc=str(exc)[:120], shape2=probe.shape, k=k)
+                   ) from None
+
+
 def _square_probe(fn, x, axis, exc):
-    """After ``fn`` raised ``exc`` on ``x``: call it on square scores (every axis of one
-    length, where a reduction without keepdims still broadcasts) and name the mistake if
-    its answer there is what a wrong-axis softmax gives; else re-raise ``exc``."""
+    """After ``fn`` raised ``exc`` on ``x``: if it is an ``AxisError`` of an axis used
+    whatever is asked, name it (``_hard_coded_axis``); else call it on square scores
+    (every axis of one length, where a reduction without keepdims still broadcasts) and
+    name the mistake if its answer there is what a wrong-axis softmax gives; else
+    re-raise ``exc``."""
+    _hard_coded_axis(fn, x, axis, exc)
     n = max(3, *x.shape) if x.ndim else 3
     square = rng(99).normal(size=(n,) * max(x.ndim, 1)) * 2
     axis_used = -1 if axis is None else axis

@@ -35,6 +35,8 @@ class Bug:
         not_faults_gap: str or None, why the graders currently report one of them.
         points: float or None, the score ``function`` must get (its checks are fixed,
             so a change of verdict on any of them shows), where the entry pins it.
+        cause: str or None, words every failed check reporting ``fault`` must say (its
+            "likely cause"), where the entry pins them: the id and its explanation agree.
     """
 
     id: str
@@ -47,6 +49,7 @@ class Bug:
     not_faults: tuple = ()
     not_faults_gap: str = None
     points: float = None
+    cause: str = None
 
 
 # Forward functions whose cache a backward is graded with: the graders run the student's
@@ -81,7 +84,8 @@ BUGS = [
                 scores = np.where(np.asarray(mask, bool), scores, -np.inf)
             weights = softmax(scores)
             return np.matmul(weights, V), weights
-        ''', "divides by d_k instead of sqrt(d_k)"),
+        ''', "divides by d_k instead of sqrt(d_k)",
+        cause="d_k instead of sqrt(d_k)"),
     Bug("sdpa-ignores-scale-flag", "scaled_dot_product_attention", "missing-scale", '''
         def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
             scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])   # always scaled
@@ -151,7 +155,7 @@ BUGS = [
             att = np.divide(num, den, out=np.zeros_like(num), where=den != 0)
             return merge_heads(att @ v) @ W_O, att
         ''', "MHA normalises the scores itself with exp(S) / sum exp(S): overflows once "
-             "the scores pass ~709", points=8.75),
+             "the scores pass ~709", points=10 * 8 / 9),
     Bug("attnfwd-own-exp-normalise", "attention_forward", "unstable-softmax", '''
         def attention_forward(x, params, n_heads, causal=True, scale=True):
             B, T, d = x.shape
@@ -169,7 +173,7 @@ BUGS = [
                      "n_heads": n_heads, "params": params}
             return O @ params["W_O"] + params["b_O"], cache
         ''', "attention_forward with an inline exp(S) / sum exp(S): inf / inf on large scores",
-        points=7 * 7 / 8),
+        points=7 * 8 / 9),
     Bug("softmax-no-max-subtraction", "softmax", "unstable-softmax", '''
         def softmax(scores, axis=-1):
             e = np.exp(scores)                           # overflows above ~709
@@ -225,8 +229,16 @@ BUGS = [
             total = ex.sum(1, keepdims=True)
             return np.divide(ex, total, out=np.zeros_like(ex), where=total > 0)
         ''', "a PyTorch classifier's dim=1 kept: normalises axis 1 whatever is asked "
-             "(right only for 2-D scores and the default axis; on 1-D scores it raises "
-             "AxisError, an honest crash)", not_faults=("other",), points=5.0),
+             "(right only for 2-D scores and the default axis; on 1-D scores the AxisError "
+             "it raises is the same mistake)", not_faults=("other", "crash"), points=5.0),
+    Bug("softmax-hard-coded-axis-2", "softmax", "softmax-wrong-axis", '''
+        def softmax(scores, axis=-1):
+            top = np.max(scores, axis=2, keepdims=True)  # (B, T_q, T_k) assumed: axis 2
+            e = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+            total = np.sum(e, axis=2, keepdims=True)
+            return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+        ''', "right on 3-D scores and the default axis only; on 2-D scores the AxisError "
+             "it raises is the hard-coded axis", not_faults=("other", "crash"), cause="`axis`"),
     Bug("softmax-ignores-axis", "softmax", "softmax-wrong-axis", '''
         def softmax(scores, axis=-1):
             scores = np.asarray(scores, dtype=float) if not np.issubdtype(
@@ -272,6 +284,40 @@ BUGS = [
                      "n_heads": n_heads, "params": params}
             return y, cache
         ''', "softmax over axis 2 of (B, h, T, T), the queries",
+        # The forward is wrong on every backward check's input: the backward cannot be
+        # checked at all.
+        also=_ATTN_CACHE),
+
+    Bug("sdpa-softmax-axis-1", "scaled_dot_product_attention", "softmax-wrong-axis", '''
+        def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
+            scores = Q @ np.swapaxes(K, -1, -2)
+            if scale:
+                scores = scores / math.sqrt(Q.shape[-1])
+            if mask is not None:
+                scores = np.where(mask, scores, -np.inf)
+            weights = softmax(scores, axis=1)            # (B, T_q, T_k) assumed: axis 1
+            return weights @ V, weights
+        ''', "axis=1 hard-coded: the queries of 3-D scores, the heads or a batch axis of "
+             "4-D ones; one mistake, one id on every shape (the padding check included)",
+        not_faults=("other", "padding-ignored"), cause="the keys (axis -1)"),
+    Bug("attnfwd-softmax-axis-1", "attention_forward", "softmax-wrong-axis", '''
+        def attention_forward(x, params, n_heads, causal=True, scale=True):
+            B, T, d = x.shape
+            Q = split_heads(x @ params["W_Q"] + params["b_Q"], n_heads)
+            K = split_heads(x @ params["W_K"] + params["b_K"], n_heads)
+            V = split_heads(x @ params["W_V"] + params["b_V"], n_heads)
+            factor = 1.0 / math.sqrt(d // n_heads) if scale else 1.0
+            scores = (Q @ np.swapaxes(K, -1, -2)) * factor
+            if causal:
+                scores = np.where(causal_mask(T), scores, -np.inf)
+            P = softmax(scores, axis=1)                  # axis 1 of (B, h, T, T): the heads
+            O = merge_heads(P @ V)
+            y = O @ params["W_O"] + params["b_O"]
+            cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
+                     "n_heads": n_heads, "params": params}
+            return y, cache
+        ''', "softmax over axis 1 of (B, h, T, T), the heads",
+        not_faults=("other",),
         # The forward is wrong on every backward check's input: the backward cannot be
         # checked at all.
         also=_ATTN_CACHE),
@@ -393,6 +439,7 @@ BUGS = [
             positions = np.arange(T)
             return positions[np.newaxis, :] <= np.asarray(lengths)[:, np.newaxis]
         ''', "t <= lengths[b]: the first padded position counts as a real token",
+        cause="t <= lengths[b]",
         # wrong on its one value check: its boolean (B, T) result and untouched lengths
         # (docs/contract.md section 2, property checks) earn nothing beside no right value
         not_faults=("other",), points=0.0),
@@ -431,7 +478,7 @@ BUGS = [
             P = P / P.sum(axis=-1, keepdims=True)
             return merge_heads(P @ V) @ W_O, P
         ''', "MHA with its own stable softmax but no empty-row rule: a query with every key "
-             "masked gets NaN", points=8.75),
+             "masked gets NaN", points=10 * 8 / 9),
     Bug("mha-fill-minus-1e9", "multi_head_attention", "nan-on-empty-row", '''
         def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
             Q = split_heads(X @ W_Q, n_heads)
@@ -446,7 +493,18 @@ BUGS = [
             P = softmax(S, axis=-1)
             return merge_heads(P @ V) @ W_O, P
         ''', "-1e9 fill inside MHA: a query with no key gets uniform weights, not zeros",
-        points=8.75),
+        points=10 * 8 / 9, cause="uniform weights"),
+    Bug("sdpa-additive-mask-1e9", "scaled_dot_product_attention", "nan-on-empty-row", '''
+        def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
+            scores = Q @ np.swapaxes(K, -1, -2)
+            if scale:
+                scores = scores / math.sqrt(Q.shape[-1])
+            if mask is not None:
+                scores = scores + np.where(mask, 0.0, -1e9)   # additive mask, as in PyTorch code
+            weights = softmax(scores, axis=-1)
+            return weights @ V, weights
+        ''', "an additive -1e9 mask: a row blocked everywhere is shifted as a whole and keeps "
+             "its unmasked weights", cause="the weights the row has without a mask"),
     Bug("combine-reopens-empty-rows", "combine_masks", "nan-on-empty-row", '''
         def combine_masks(causal, padding):
             m = np.logical_and(causal[np.newaxis], padding[:, np.newaxis])
@@ -507,6 +565,46 @@ BUGS = [
             parts = np.stack(np.split(M, n_heads, axis=-1))   # (h, B, T, d_h)
             return parts.reshape(B, n_heads, T, d // n_heads)  # reshape, not transpose
         ''', "subtle: (h, B, ...) reshaped to (B, h, ...); only wrong when h > 1 and B > 1"),
+    # ------------------------------------------------------------------ head-count-unchecked
+    Bug("split-no-head-count-test", "split_heads", "head-count-unchecked", '''
+        def split_heads(M, n_heads):
+            B, T, d = M.shape
+            d_h = d // n_heads
+            return M.reshape(B, T, -1, d_h).transpose(0, 2, 1, 3)   # never tests d % n_heads
+        ''', "(2, 4, 10) with 4 heads reshapes silently to (2, 4, 5, 2): the contract asks "
+        "for ValueError when n_heads does not divide d",
+        cause="no test of d % n_heads"),
+    Bug("mha-asserts-head-count", "multi_head_attention", "head-count-unchecked", '''
+        def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+            B, T, d = X.shape
+            assert d % n_heads == 0, "n_heads must divide d"   # AssertionError, not ValueError
+            d_h = d // n_heads
+            Q, K, V = ((X @ W).reshape(B, T, -1, d_h).transpose(0, 2, 1, 3)
+                       for W in (W_Q, W_K, W_V))
+            if mask is not None and np.ndim(mask) == 3:
+                mask = np.asarray(mask)[:, None]
+            out, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
+            return merge_heads(out) @ W_O, weights
+        ''', "an assert is not the contract's ValueError (and python -O strips it)",
+        cause="raised AssertionError"),
+    Bug("attnfwd-no-head-count-test", "attention_forward", "head-count-unchecked", '''
+        def attention_forward(x, params, n_heads, causal=True, scale=True):
+            B, T, d = x.shape
+            d_h = d // n_heads                              # never tests d % n_heads
+            Q, K, V = ((x @ params["W_" + n] + params["b_" + n]).reshape(B, T, -1, d_h)
+                       .transpose(0, 2, 1, 3) for n in "QKV")
+            factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+            scores = (Q @ np.swapaxes(K, -1, -2)) * factor
+            if causal:
+                scores = np.where(causal_mask(T), scores, -np.inf)
+            P = softmax(scores, axis=-1)
+            O = merge_heads(P @ V)
+            y = O @ params["W_O"] + params["b_O"]
+            cache = {"x": x, "Q": Q, "K": K, "V": V, "P": P, "O": O, "factor": factor,
+                     "n_heads": n_heads, "params": params}
+            return y, cache
+        ''', "with d = 10 and 4 heads the reshape makes 5 heads of width 2 and returns",
+        cause="no test of d % n_heads"),
     Bug("mha-inline-split-reshape", "multi_head_attention", "head-order", '''
         def multi_head_attention(X, W_Q, W_K, W_V, W_O, n_heads, mask=None):
             B, T, d = X.shape
@@ -799,6 +897,17 @@ BUGS = [
             return dx, (dy * xhat).sum(axis=leading), dy.sum(axis=leading)
         ''', "dxhat = dy instead of dy * gamma"),
 
+    Bug("lnbwd-gamma-out-of-row-sums", "layer_norm_backward", "layer-norm-backward-terms", '''
+        def layer_norm_backward(dy, cache):
+            xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
+            n = dy.shape[-1]
+            dx = gamma * inv / n * (n * dy - dy.sum(axis=-1, keepdims=True)   # gamma pulled out
+                                    - xhat * (dy * xhat).sum(axis=-1, keepdims=True))
+            leading = tuple(range(dy.ndim - 1))
+            return dx, (dy * xhat).sum(axis=leading), dy.sum(axis=leading)
+        ''', "gamma multiplied outside the row sums, as if it were the same for every feature",
+        cause="gamma was taken out of the row means"),
+
     # ------------------------------------------------------------------ param-grad-axes
     Bug("lnbwd-params-averaged", "layer_norm_backward", "param-grad-axes", '''
         def layer_norm_backward(dy, cache):
@@ -918,6 +1027,27 @@ BUGS = [
                 dx = dx + dZ @ params["W_" + name].T
             return dx, grads
         ''', "dS = P * dP: the row-sum term dropped"),
+    Bug("attnbwd-softmax-grad-over-batch", "attention_backward", "softmax-backward", '''
+        def attention_backward(dy, cache):
+            x, Q, K, V, P, O = (cache[k] for k in ("x", "Q", "K", "V", "P", "O"))
+            params, h, factor = cache["params"], cache["n_heads"], cache["factor"]
+            B, T, d = x.shape
+            x2, dy2 = x.reshape(-1, d), dy.reshape(-1, d)
+            grads = {"W_O": O.reshape(-1, d).T @ dy2, "b_O": dy2.sum(axis=0)}
+            dO = split_heads(dy @ params["W_O"].T, h)
+            dP = dO @ np.swapaxes(V, -1, -2)
+            dV = np.swapaxes(P, -1, -2) @ dO
+            dS = P * (dP - (dP * P).sum(axis=-1, keepdims=True)) * factor / B   # a batch mean
+            dx = np.zeros(x.shape, dtype=np.result_type(dy, x))
+            for name, dH in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
+                dZ = merge_heads(dH)
+                grads["W_" + name] = x2.T @ dZ.reshape(-1, d)
+                grads["b_" + name] = dZ.reshape(-1, d).sum(axis=0)
+                dx = dx + dZ @ params["W_" + name].T
+            return dx, grads
+        ''', "the softmax's gradient divided by the batch size: with B = sqrt(d_h) it would "
+             "look like the score scale applied twice", not_faults=("backward-missing-scale",),
+        cause="through the softmax"),
     Bug("attnbwd-no-rowsum-einsum", "attention_backward", "softmax-backward", '''
         def attention_backward(dy, cache):
             x, Q, K, V, P, O = (cache[k] for k in ("x", "Q", "K", "V", "P", "O"))
