@@ -152,6 +152,10 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
             rows.append({"student": student, "score": None, "flags": [],
                          "errors": [_("not graded")]})
             continue
+        if rec.get("unreadable"):  # a file that cannot be read: not graded, and why
+            rows.append({"student": student, "score": None, "flags": [],
+                         "errors": [_("not graded: {reason}").format(reason=rec["error"])]})
+            continue
         if rec["report"] is None:  # a grading error: the executor failed, no grade written
             rows.append({"student": student, "score": None, "flags": [],
                          "errors": [rec["error"]], "grading_error": True})
@@ -276,6 +280,9 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
             continue
         previous = log.records.get(student)
         if previous is not None and previous.get("sha256") == digest \
+                and previous.get("unreadable"):
+            continue  # the same unreadable file: its earlier grade already withdrawn
+        if previous is not None and previous.get("sha256") == digest \
                 and previous.get("report") is not None:  # (a grading error is graded again)
             if not gradebook_has(recorder.gradebook, name, student, recorder.course_id):
                 recorder.write(previous)  # logged but not yet stored
@@ -288,12 +295,15 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
                     "{student}: {path}: not readable ({error})").format(
                         student=student, path=os.path.relpath(path, root),
                         error=f"{type(exc).__name__}: {str(exc)[:300]}")
-                rec = {"student": student, "sha256": digest,
-                       "report": zero_report(error, assignment), "cell_errors": [],
-                       "flags": [], "error": error, "seconds": 0.0,
-                       "path": os.path.relpath(path, root), "note": note}
-                log.append(rec)
-                recorder.write(rec)
+                # a grading error, as nbgrader's autograde path: no grade for this file,
+                # and an earlier file's grade withdrawn (one rule: withdraw_grade)
+                # (not a grading error: the same file fails the same way, nothing to retry)
+                withdraw_grade(recorder.gradebook, name, student, recorder.course_id,
+                               flag=False)
+                log.append({"student": student, "sha256": digest, "report": None,
+                            "unreadable": True, "cell_errors": [], "flags": [],
+                            "error": error, "seconds": 0.0,
+                            "path": os.path.relpath(path, root), "note": note})
                 continue
         recorder.expect(student, path, digest, note)  # type: ignore[arg-type]  # path: read
         jobs.append((student, path))

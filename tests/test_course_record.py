@@ -298,3 +298,38 @@ def test_a_far_future_name_never_wins_over_a_later_submission(course, two_users)
     assert "claims a time after its files were last changed" in done.stdout + done.stderr
     submitted = course / "submitted" / victim / "attention"
     assert (submitted / "attention.ipynb").read_bytes() == CORRECT.read_bytes()
+
+
+def test_a_failed_batch_regrade_withdraws_the_earlier_grade(tmp_path):
+    """The batch, on a resubmitted file cut off mid-save, withdraws the earlier file's
+    grade as nbgrader's autograde path does: not graded (and why) in the summary, in
+    the gradebook and so in the gate; never a 0 on one path and "not graded" on the other."""
+    from grader_tests import unlock
+    from grader_tests.assignments import DEFAULT
+    from grader_tests.gradebook import gradebook_has, session, write_gradebook
+    from tests.helpers import release_course
+
+    course = release_course(tmp_path / "course")
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    full = {"name": DEFAULT.name, "functions": {
+        name: {"score": float(points)} for name, points in DEFAULT.points.items()}}
+    write_gradebook(url, "attention", {"student": "zed", "report": full, "flags": []},
+                    COURSE_ID)
+    assert gradebook_has(url, "attention", "zed", COURSE_ID)  # the earlier file's 100
+    folder = course / "submitted" / "zed" / "attention"
+    folder.mkdir(parents=True)
+    (folder / "attention.ipynb").write_bytes(CORRECT.read_bytes()[:5000])
+    for _ in range(2):  # a second run, the same file: still not graded, nothing written
+        done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                               "--workers", "1", "--summary-json", "summary.json"],
+                              cwd=course, env=kit_env(LANG="C", LC_ALL="C"),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        (row,) = json.loads((course / "summary.json").read_text())["students"]
+        assert row["student"] == "zed" and row["score"] is None, row
+        assert row["errors"][0].startswith("not graded: ") and "zed" in row["errors"][0]
+        assert not gradebook_has(url, "attention", "zed", COURSE_ID)
+        with session(url, COURSE_ID) as gb:
+            (verdict,) = unlock.decide(gb, unlock.parse_threshold("full"))
+            assert gb.find_submission("attention", "zed").score == 0  # no auto_score left
+        assert not verdict["eligible"] and "submitted but not graded" in verdict["reason"]
