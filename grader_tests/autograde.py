@@ -135,6 +135,7 @@ class JailedKernelManager(AsyncKernelManager):
     def _make_sockets(self) -> list[tuple[str, int]]:
         """Bind and listen on the kernel's five sockets in the grader's folder; return
         ``(path, fd)`` for each (the descriptors are inherited by the kernel)."""
+        import fcntl
         import socket
         import stat
 
@@ -148,7 +149,11 @@ class JailedKernelManager(AsyncKernelManager):
             info = os.lstat(path)
             if not stat.S_ISSOCK(info.st_mode):
                 raise jail.JailUnavailable(f"{path}: not the socket the grader made")
-            fd = sock.detach()
+            # Above the descriptor the jail's launcher gives bubblewrap's seccomp filter
+            # (jail.SECCOMP_FD), which a redirection would otherwise replace.
+            detached = sock.detach()
+            fd = fcntl.fcntl(detached, fcntl.F_DUPFD, jail.SECCOMP_FD + 1)
+            os.close(detached)
             os.set_inheritable(fd, True)
             self._socket_ids[path] = (info.st_dev, info.st_ino)
             self._socket_fds.append(fd)

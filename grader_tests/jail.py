@@ -453,13 +453,15 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             reach); False keeps it in the caller's process group, so that a signal to the
             group (a kernel's interrupt) reaches it.
         keep_fds: descriptors the jailed program inherits (besides 0, 1, 2); every other
-            one is closed at ``exec``.
+            one is closed at ``exec``. None may be ``SECCOMP_FD`` (the launcher opens the
+            filter there): move one with ``fcntl.F_DUPFD`` above it.
 
     Returns:
         Command (``argv`` and the ``preexec`` function that sets the limits).
 
     Raises:
-        ValueError: if a folder of ``private_dirs`` is not an absolute path under ``/tmp``.
+        ValueError: if a folder of ``private_dirs`` is not an absolute path under ``/tmp``,
+            or ``keep_fds`` holds ``SECCOMP_FD``.
         JailUnavailable: the seccomp filter cannot be built (``seccomp_bpf``).
     """
     private_dirs = [os.path.normpath(d) for d in private_dirs]
@@ -538,6 +540,9 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         args += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--no-new-privs", "--"]
     args += list(argv)
+    if SECCOMP_FD in keep_fds:
+        raise ValueError(f"descriptor {SECCOMP_FD} is the seccomp filter's: keep_fds "
+                         "must not hold it")
     return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
 
 

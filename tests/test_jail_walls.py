@@ -176,3 +176,12 @@ def test_no_pseudo_terminal_in_the_jail(path):
     assert seen["pts"] == []
     assert {"null", "zero", "urandom"} <= set(seen["dev"])
     assert [seen[name] for name in ("openpty", "ptmx", "pty.fork")] == ["refused"] * 3, seen
+
+
+def test_no_inherited_descriptor_may_take_the_filters_place():
+    """The launcher opens the seccomp filter at ``SECCOMP_FD``: a descriptor the caller
+    passes on there would be replaced by the filter (a kernel's socket was, once), so
+    ``command`` refuses it."""
+    with pytest.raises(ValueError, match="seccomp"):
+        jail.command(["/bin/true"], keep_fds=[jail.SECCOMP_FD])
+    assert jail.command(["/bin/true"], keep_fds=[jail.SECCOMP_FD + 1]).argv[-1] == "/bin/true"
