@@ -223,8 +223,8 @@ def test_a_notebook_nested_too_deep_for_the_json_parser_does_not_stop_the_batch(
 @no_jail
 @pytest.mark.slow
 def test_a_cell_whose_nbgrader_metadata_is_a_list_does_not_stop_the_batch(course):
-    """One cell with ``"metadata": {"nbgrader": ["solution"]}``: that student gets the
-    error naming the file and the cell; the class is graded."""
+    """One cell with ``"metadata": {"nbgrader": ["solution"]}``: that student is not
+    graded, with the error naming the file and the cell; the class is graded."""
     nb = json.loads(json.dumps(correct_notebook(course)))
     nb["cells"].append({"cell_type": "code", "id": "odd", "execution_count": None,
                         "outputs": [], "metadata": {"nbgrader": ["solution"]},
@@ -238,7 +238,10 @@ def test_a_cell_whose_nbgrader_metadata_is_a_list_does_not_stop_the_batch(course
     error = log["mallory"]["error"]
     assert f"mallory/attention/attention.ipynb: cell {len(nb['cells'])}: metadata.nbgrader " \
            f"is a list, not an object" in error, error
-    assert rows["mallory"]["score"] == 0.0, rows
+    # An unreadable notebook is not graded on either path (nbgrader's autograde fails on
+    # it too): no score, and the error says why.
+    assert rows["mallory"]["score"] is None, rows
+    assert any(e.startswith("not graded: ") for e in rows["mallory"]["errors"]), rows
 
 
 # --- disk: nothing writable on the host -------------------------------------------------
