@@ -210,7 +210,8 @@ def test_evidence_flags_read_in_italian(tmp_path):
                              "importa ctypes",
                              "nomina il file o la cartella '../solutions/attention.py'",
                              "sostituisce numpy.allclose"]
-    assert evidence.findings(code)[0] == "imports ctypes"
+    # outside the Italian context the same phrases are English again
+    assert "imports ctypes" in evidence.findings(code)
     script = tmp_path / "attention.py"
     script.write_text("import subprocess\n", encoding="utf-8")
     with i18n.use_language("it"):
@@ -394,13 +395,17 @@ def test_batch_of_an_italian_class(tmp_path):
     assert _english_in(out) == []
     summary = json.loads((course / "summary.json").read_text(encoding="utf-8"))
     scores = {r["student"]: r["score"] for r in summary["students"]}
-    assert scores == {"curioso": pytest.approx(100.0), "rotto": 0.0,
+    # an unreadable notebook is not graded (no 0 is recorded in its name), as on
+    # nbgrader's own autograde path
+    assert scores == {"curioso": pytest.approx(100.0), "rotto": None,
                       trap: pytest.approx(95.2)}
+    assert "non valutato" in out
     log = Log(str(course / "batch_log.jsonl"))
-    with i18n.use_language("it"):
-        text = format_result(GradeReport.from_json(log.records["rotto"]["report"])
-                             .functions["softmax"])
-    assert "consegna leggibile" in text and _english_in(text) == []
+    # the unreadable notebook's record keeps no report, only why, in Italian
+    record = log.records["rotto"]
+    assert record["report"] is None and record.get("unreadable")
+    assert "non è un notebook leggibile (JSONDecodeError" in record["error"]
+    assert _english_in(record["error"]) == []
     page = (course / "dashboard" / "attention" / "index.html").read_text(encoding="utf-8")
     assert "segnalazione: la consegna cerca il proprio processo padre" in page
     assert os.path.isfile(course / "gradebook.db")
