@@ -86,6 +86,9 @@ class FunctionResult:
         seconds: float, wall-clock seconds the grading of this name took.
         note: str, why the score is not the share of checks passed ("" when it is), in
             the language it was graded in.
+        review: str, why the grader withholds this function's points for the
+            instructor's review while the checks passed ("" when it does not: e.g. a
+            backward differentiated numerically, ``derivation``), starting with the name.
     """
 
     name: str
@@ -94,6 +97,7 @@ class FunctionResult:
     checks: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
+    review: str = ""
 
     @property
     def faults(self) -> list[str]:
@@ -106,7 +110,8 @@ class FunctionResult:
 
     def to_json(self) -> dict:
         """JSON-ready dict: ``{"score", "max_score", "checks": [CheckResult dicts]}`` (the
-        score rounded to ``SCORE_DIGITS`` places), and ``"note"`` when there is one. The
+        score rounded to ``SCORE_DIGITS`` places), and ``"note"`` and ``"review"`` when
+        there are. The
         graded name is the key the dict is stored under (``GradeReport``) or the cell it is
         published by; the seconds are not part of the result a reader gets."""
         data = {"score": round(float(self.score), SCORE_DIGITS),
@@ -114,6 +119,8 @@ class FunctionResult:
                 "checks": [c.to_json() for c in self.checks]}
         if self.note:
             data["note"] = self.note
+        if self.review:
+            data["review"] = self.review
         return data
 
     @classmethod
@@ -125,7 +132,7 @@ class FunctionResult:
         """
         return cls(name, float(data["score"]), float(data["max_score"]),
                    [CheckResult.from_json(c) for c in data.get("checks", [])],
-                   note=str(data.get("note", "")))
+                   note=str(data.get("note", "")), review=str(data.get("review", "")))
 
 
 @dataclass
@@ -185,13 +192,15 @@ def report_dict(results: dict[str, FunctionResult]) -> dict:
 
 def tampering_flags(results: dict[str, FunctionResult]) -> list[str]:
     """One line per function a check found gamed (fault ``tampering``): a rigged result,
-    answers looked up by input, reference code, an altered environment.
+    answers looked up by input, reference code, an altered environment; and one per
+    function the grader holds for review with its points kept (``FunctionResult.review``:
+    a backward differentiated numerically).
 
     Args:
         results: dict name -> FunctionResult.
 
     Returns:
-        list of str, ``"<name>: <first tampering message>"``.
+        list of str, ``"<name>: <first tampering message>"`` or the review's reason.
     """
     found = []
     for name, r in results.items():
@@ -199,6 +208,8 @@ def tampering_flags(results: dict[str, FunctionResult]) -> list[str]:
         if messages:
             text = messages[0]
             found.append(text if text.startswith(name + ":") else f"{name}: {text}")
+        elif r.review:
+            found.append(r.review)
     return found
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from solutions import attention as reference
 
-from . import assignments, guard, lookup
+from . import assignments, derivation, guard, lookup
 from .assignments import Assignment
 from .guard import (CALL_TIME_LIMIT, SPEC_FUNCTIONS, Session, StubHit, StudentTimeout,
                     WorkerDied, crash_fault, grading, isolate)
@@ -120,6 +120,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
             result, timed_out = _run_check(name, title, fn, target, time_limit_s)
             results.append(result)
         recorded = session.recorded
+        session.recorded = []  # the calls below are the grader's own, not the checks'
+        review = _derived_numerically(name, target, session.namespace) \
+            if not timed_out and any(r.passed for r in results) else None
         session.namespace, session.target, session.recorded = None, None, []
         problems = environment_problems()
         if problems:
@@ -163,7 +166,28 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
                                    f"{name}: {constant}.", max_score, started)
     score, note = _score(registered, results, max_score)
     return FunctionResult(name, score, max_score, results, time.perf_counter() - started,
-                          note)
+                          note, review or "")
+
+
+def _derived_numerically(name: str, target: Any, namespace: dict) -> str | None:
+    """Why the backward ``target`` (graded as ``name``) is flagged as a numerical
+    derivative of its forward (``derivation.numerically_differentiated``), or None: not a
+    backward, no forward to compare with, or any failure of the student's code while it is
+    measured (no verdict)."""
+    if name not in derivation.FORWARD_OF or not callable(namespace.get(
+            derivation.FORWARD_OF[name])):
+        return None
+    try:
+        forward = guard.peer(derivation.FORWARD_OF[name])
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = derivation.numerically_differentiated(
+                name, target, forward, guard._invoke, derivation.cost_clock(namespace),
+                getattr(reference, derivation.FORWARD_OF[name]))
+    except (Exception, SystemExit, StudentTimeout, StubHit):  # the student's error, a
+        return None                                               # time-out: no verdict
+    return f"{name}: {found}." if found else None
 
 
 def unscored_properties(kinds: list[str], passed: list[bool]) -> bool:

@@ -18,11 +18,13 @@ from tests.catalogue.honest import BASE, HONEST, Honest, namespace, source
 
 
 def problems(results):
-    """Every check below full marks or carrying a tampering fault, by graded name."""
+    """Every check below full marks or carrying a tampering fault, and every review the
+    grader asks for (``FunctionResult.review``), by graded name."""
     return {name: [(c.name, c.fault, c.message) for c in r.checks
-                   if not c.passed or c.fault == "tampering"]
+                   if not c.passed or c.fault == "tampering"] + ([r.review] if r.review else [])
             for name, r in results.items()
-            if r.score != r.max_score or any(c.fault == "tampering" for c in r.checks)}
+            if r.score != r.max_score or any(c.fault == "tampering" for c in r.checks)
+            or r.review}
 
 
 def _params(isolated=False):

@@ -76,6 +76,45 @@ def attention_backward(dy, cache):
 
 
 CORRECT = [
+    Correct("jacobians-per-row", {
+        "layer_norm_backward": '''
+def layer_norm_backward(dy, cache):
+    xhat, inv, gamma = cache["xhat"], cache["inv"], cache["gamma"]
+    d = xhat.shape[-1]
+    rows_xhat, rows_inv = xhat.reshape(-1, d), inv.reshape(-1)
+    rows_g = (dy * gamma).reshape(-1, d)
+    dx = np.empty_like(rows_g)
+    for r in range(rows_g.shape[0]):                # the row's Jacobian, written out
+        J = rows_inv[r] * (np.eye(d) - 1.0 / d - np.outer(rows_xhat[r], rows_xhat[r]) / d)
+        dx[r] = J.T @ rows_g[r]
+    leading = tuple(range(dy.ndim - 1))
+    return dx.reshape(dy.shape), (dy * xhat).sum(axis=leading), dy.sum(axis=leading)
+''',
+        "attention_backward": '''
+def attention_backward(dy, cache):
+    x, Q, K, V, P, O = (cache[k] for k in ("x", "Q", "K", "V", "P", "O"))
+    params, h, factor = cache["params"], cache["n_heads"], cache["factor"]
+    B, T, d = x.shape
+    grads = {"W_O": O.reshape(-1, d).T @ dy.reshape(-1, d), "b_O": dy.reshape(-1, d).sum(axis=0)}
+    dO = split_heads(dy @ params["W_O"].T, h)
+    dP = dO @ np.swapaxes(V, -1, -2)
+    dV = np.swapaxes(P, -1, -2) @ dO
+    dS = np.zeros_like(dP)
+    for b in range(B):
+        for k in range(h):
+            for i in range(T):                      # the softmax Jacobian of row i
+                p = P[b, k, i]
+                dS[b, k, i] = (np.diag(p) - np.outer(p, p)) @ dP[b, k, i] * factor
+    dx = np.zeros(x.shape, dtype=np.result_type(dy, x))
+    for name, dH in (("Q", dS @ K), ("K", np.swapaxes(dS, -1, -2) @ Q), ("V", dV)):
+        dZ = merge_heads(dH).reshape(-1, d)
+        grads["W_" + name] = x.reshape(-1, d).T @ dZ
+        grads["b_" + name] = dZ.sum(axis=0)
+        dx = dx + (dZ @ params["W_" + name].T).reshape(x.shape)
+    return dx, grads
+'''}, "each row's Jacobian built by hand and applied in Python loops (layer norm per "
+         "row; the softmax per batch, head and query): analytic, however many loops"),
+
     Correct("einsum", {
         "scaled_dot_product_attention": '''
 def scaled_dot_product_attention(Q, K, V, mask=None, scale=True):
