@@ -189,8 +189,10 @@ def visible_checks_summary():
 
 def _lines(text, width=80):
     """``text`` cut into lines of at most ``width`` characters (nbgrader validate cuts
-    longer lines short)."""
-    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
+    longer lines short), each of its own lines wrapped on its own: the rows of a printed
+    matrix, shorter than ``width``, stay rows as they are."""
+    return "\n".join(part for line in str(text).splitlines() for part in (
+        [line] if len(line) <= width else textwrap.wrap(line, width, break_long_words=False)))
 
 
 def unavailable_modules(fn):

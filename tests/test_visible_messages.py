@@ -348,3 +348,21 @@ def test_a_test_that_waits_for_a_stub_counts_as_a_stub_not_a_failure():
         namespace["visible_checks_summary"]()
     assert "still stubs (2): layer_norm_forward, layer_norm_backward\n" in printed.getvalue()
     assert "fail (0): -\n" in printed.getvalue()
+
+
+def test_a_matrix_in_a_visible_check_keeps_its_rows_in_the_validate_message():
+    """nbgrader's Validate dialog shows a hidden cell's error in a ``<pre>``: the message
+    ``before_grading`` gives keeps each row of a printed matrix on a line of its own (its
+    long lines alone are wrapped)."""
+    namespace = attention_namespace()
+    run_before(namespace, "causal_mask")
+    namespace["causal_mask"] = lambda T: np.triu(np.ones((T, T), dtype=bool))  # transposed
+    said = run_visible(namespace, "causal_mask")
+    problem = namespace["before_grading"]("causal_mask", 3)
+    lines = problem.splitlines()
+    assert lines[0] == "the visible checks of causal_mask fail:"
+    for row in ("[[ True False False]", " [ True  True False]", " [ True  True  True]]",
+                "[[ True  True  True]", " [False  True  True]", " [False False  True]]"):
+        assert row in lines, (row, problem)
+    assert all(len(line) <= 80 for line in lines), problem
+    assert said.splitlines()[-1] in lines[-1]  # the hint, wrapped at most

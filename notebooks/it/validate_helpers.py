@@ -192,8 +192,10 @@ def visible_checks_summary():
 
 def _lines(text, width=80):
     """``text`` spezzato in righe di al più ``width`` caratteri (nbgrader validate taglia le
-    righe più lunghe)."""
-    return "\n".join(textwrap.wrap(text, width, break_long_words=False))
+    righe più lunghe), ciascuna delle sue righe a capo per conto suo: le righe di una
+    matrice stampata, più corte di ``width``, restano righe così come sono."""
+    return "\n".join(part for line in str(text).splitlines() for part in (
+        [line] if len(line) <= width else textwrap.wrap(line, width, break_long_words=False)))
 
 
 def unavailable_modules(fn):
