@@ -127,3 +127,54 @@ def test_a_students_image_keeps_only_a_source_of_its_own():
     assert page.count("<img") == 8 and 'alt="a"' in page  # the images stay, without a source
     # an entity-encoded data: link is a data: link (the browser decodes the attribute)
     assert "href" not in render_markdown('<a href="&#100;ata:text/html,x">d</a>')
+
+
+def _render_feedback(cells):
+    """The page generate_feedback's exporter (the kit's template, as nbgrader_config.py sets
+    it, and nbgrader's own paths) renders for a notebook of ``cells``."""
+    import os
+
+    import nbformat
+    import nbgrader
+    from nbconvert.exporters import HTMLExporter
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from tests.helpers import ROOT
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    feedback = config.GenerateFeedback.HTMLExporter
+    css = os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader",
+                       "static", "node_modules", "bootstrap", "dist", "css")
+    exporter = HTMLExporter(template_name="feedback", template_file=feedback.template_file,
+                            extra_template_basedirs=feedback.extra_template_basedirs,
+                            extra_template_paths=[css], config=config)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    page, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {
+        "notebook": "attention", "score": 7.2, "max_score": 10.0, "late_penalty": 0}})
+    return page
+
+
+def test_a_hidden_cells_score_is_not_shown_again_under_its_report_and_a_comment_names_its_part():
+    import nbformat
+
+    solution = nbformat.v4.new_code_cell("def softmax(scores, axis=-1):\n    return scores\n")
+    solution.metadata.nbgrader = {"solution": True, "grade": False, "locked": False,
+                                  "grade_id": "softmax_solution", "schema_version": 3,
+                                  "comment": "Look at the axis."}
+    hidden = nbformat.v4.new_code_cell("# Hidden checks of softmax", execution_count=3)
+    hidden.metadata.nbgrader = {"solution": False, "grade": True, "locked": True, "points": 10,
+                                "score": 7.2, "grade_id": "softmax_hidden_checks",
+                                "schema_version": 3}
+    hidden.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="softmax: 7.20 / 10 points\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "7.2"},
+                               execution_count=3)]
+    lesson = nbformat.v4.new_code_cell("1 + 1", execution_count=4)
+    lesson.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "2"},
+                                             execution_count=4)]
+    page = _render_feedback([solution, hidden, lesson])
+    assert "softmax: 7.20 / 10 points" in page
+    assert "Out[3]" not in page  # the points nbgrader reads, not shown a second time
+    assert "Out[4]" in page  # any other cell's result is shown as it is
+    assert '<a href="#comment-softmax_solution">Comment</a>: <code>softmax</code>' in page
