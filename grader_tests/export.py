@@ -10,16 +10,26 @@ student and assignment) and neutralises every cell a student or a roster control
 student id, the names, the e-mail): a cell that begins with ``=``, ``+``, ``-``, ``@``,
 a tab or a carriage return gets a leading apostrophe, which spreadsheets show as text
 (OWASP, "CSV Injection").
+
+An assignment the kit releases student by student (`training`, behind its gate: an
+``Assignment`` with a ``gate_cell``) has a row only for the students it was released to,
+those the unlock command recorded in its ledger (``unlocked/unlocked.json`` of the course
+root, ``unlock.LEDGER``), and for anyone who submitted it: a student it was never released
+to has nothing to be scored on, where nbgrader's plugin writes a row of 0.0 as for a
+student who did not hand in. The log says how many rows were left out and why.
 """
 
 from __future__ import annotations
 
 import csv
+import os
+from pathlib import Path
 from typing import Any
 
 from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
+from . import assignments
 from .student_ids import FORMULA_STARTS
 
 __all__ = ["COLUMNS", "CourseCsvExport", "neutralise"]
@@ -39,29 +49,54 @@ def neutralise(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
+def released_to(root: str | Path) -> set[str]:
+    """The students the unlock command released the gated assignment to: the ids of its
+    ledger (``<root>/unlocked/unlocked.json``), empty when there is none.
+
+    Raises:
+        OSError, ValueError: the ledger exists but cannot be read as JSON.
+    """
+    from .unlock import LEDGER, load_ledger
+
+    return {str(s) for s in load_ledger(Path(root) / "unlocked" / LEDGER)["students"]}
+
+
 class CourseCsvExport(ExportPlugin):
     """nbgrader's CSV export (same file, columns and values), quoted and with the
-    student-controlled cells neutralised (see the module)."""
+    student-controlled cells neutralised, and no row for a gated assignment a student was
+    never released to (see the module)."""
+
+    def _course_root(self) -> str:
+        """The course root: the exporting app's ``CourseDirectory.root``, else the current
+        folder."""
+        coursedir = getattr(self.parent, "coursedir", None)
+        return str(getattr(coursedir, "root", None) or os.getcwd())
 
     def export(self, gradebook: Any) -> None:
         """Write ``self.to`` (default ``grades.csv``): one row per assignment and
         student of ``gradebook`` (``nbgrader.api.Gradebook``), as nbgrader's plugin
         (a student with no submission: empty timestamp, scores 0), restricted to
-        ``self.assignment`` / ``self.student`` when set.
+        ``self.assignment`` / ``self.student`` when set; a gated assignment
+        (``assignments.Assignment.gate_cell``) has no row for a student with no
+        submission it was never released to (``released_to``).
 
         Raises:
-            OSError: the file cannot be written.
+            OSError: the file cannot be written, or the unlock ledger read.
+            ValueError: the unlock ledger is not JSON.
         """
         dest = self.to or "grades.csv"
         students = [str(s) for s in self.student]
-        assignments = [str(a) for a in self.assignment]
+        chosen = [str(a) for a in self.assignment]
+        gated = {name for name, a in assignments.ASSIGNMENTS.items() if a.gate_cell}
+        released = released_to(self._course_root()) if gated else set()
+        left_out: dict[str, int] = {}
         self.log.info("Exporting grades to %s", dest)
         with open(dest, "w", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS, quoting=csv.QUOTE_MINIMAL,
                                     lineterminator="\n")
             writer.writeheader()
             for assignment in gradebook.assignments:
-                if assignments and assignment.name not in assignments:
+                if chosen and assignment.name not in chosen:
                     continue
                 for student in gradebook.students:
                     if students and student.id not in students:
@@ -73,6 +108,9 @@ class CourseCsvExport(ExportPlugin):
                     try:
                         submission = gradebook.find_submission(assignment.name, student.id)
                     except MissingEntry:
+                        if assignment.name in gated and student.id not in released:
+                            left_out[assignment.name] = left_out.get(assignment.name, 0) + 1
+                            continue  # never released to them: nothing to score
                         row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0,
                                    score=0.0)
                     else:
@@ -85,3 +123,6 @@ class CourseCsvExport(ExportPlugin):
                     for key in STUDENT_CELLS:
                         cells[key] = neutralise(cells[key])
                     writer.writerow(cells)
+        for name, count in left_out.items():
+            self.log.info("%s: no row for %d student(s) it was never released to (not in "
+                          "the unlock ledger unlocked/unlocked.json, no submission)", name, count)

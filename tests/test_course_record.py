@@ -237,6 +237,40 @@ def test_grades_csv_is_one_quoted_row_per_student_with_no_formula(tmp_path):
                for key in ("student_id", "last_name", "first_name", "email"))
 
 
+def test_grades_csv_has_no_training_row_for_a_student_it_was_never_released_to(tmp_path):
+    """`training` is released student by student (the unlock ledger): a student it was
+    never released to has no row in grades.csv, where nbgrader's plugin wrote 0.0; one it
+    was released to who did not hand in keeps the 0.0 row, and a submission always has
+    its row. `attention`, released to the class, keeps a row per student."""
+    import csv
+
+    from grader_tests.gradebook import session
+    from grader_tests.unlock import LEDGER, save_ledger
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    with session(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
+        gb.add_assignment("attention")
+        gb.add_assignment("training")
+        for student in ("ada", "bob", "cy"):
+            gb.add_student(student)
+            gb.add_submission("attention", student)
+        gb.add_submission("training", "cy")  # handed in without a ledger entry
+    save_ledger(course / "unlocked" / LEDGER,
+                {"assignment": "training", "students": {"ada": {"released": "now"}}})
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "export"], cwd=course,
+                          env=kit_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with (course / "grades.csv").open(newline="", encoding="utf-8") as f:
+        rows = sorted((row["assignment"], row["student_id"], row["score"])
+                      for row in csv.DictReader(f))
+    assert rows == [("attention", "ada", "0.0"), ("attention", "bob", "0.0"),
+                    ("attention", "cy", "0.0"), ("training", "ada", "0.0"),
+                    ("training", "cy", "0.0")]
+    assert "training: no row for 1 student(s) it was never released to" in done.stderr
+
+
 @pytest.mark.slow  # runs nbgrader autograde on one notebook
 def test_refused_ids_do_not_stop_nbgrader_autograde_and_the_class_is_graded(tmp_path):
     import csv
