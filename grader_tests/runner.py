@@ -121,8 +121,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
             results.append(result)
         recorded = session.recorded
         session.recorded = []  # the calls below are the grader's own, not the checks'
+        # (only where it earns points: a backward that scores 0 withholds nothing)
         review = _derived_numerically(name, target, session.namespace) \
-            if not timed_out and any(r.passed for r in results) else None
+            if not timed_out and _score(registered, results, max_score)[0] > 0 else None
         session.namespace, session.target, session.recorded = None, None, []
         problems = environment_problems()
         if problems:
