@@ -30,7 +30,13 @@ at least 9 times below, and every numerical one at least 7 times above, in proce
 the jail; ``bench/derivation_costs.py`` prints them), so that neither the machine's speed
 nor its load, which processor time does not count anyway, decides.
 
-A flag changes no points: the instructor reads the backward and decides.
+What it cannot tell: a backward derived by hand that builds the Jacobian of the whole
+input at once (a matrix of ``N x N`` entries, where the row-by-row Jacobian has ``d x d``
+per row) costs as much as a numerical derivative and is flagged too, as one that makes a
+forward pass per entry for any other reason; a numerical backward that spends its
+forward passes in another process than the jailed tree (none exists: the jail has no
+way out) or in the grader's callbacks is counted all the same. A flag changes no points:
+the instructor reads the backward and decides.
 """
 
 from __future__ import annotations
