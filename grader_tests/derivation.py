@@ -33,10 +33,11 @@ nor its load, which processor time does not count anyway, decides.
 What it cannot tell: a backward derived by hand that builds the Jacobian of the whole
 input at once (a matrix of ``N x N`` entries, where the row-by-row Jacobian has ``d x d``
 per row) costs as much as a numerical derivative and is flagged too, as one that makes a
-forward pass per entry for any other reason; a numerical backward that spends its
-forward passes in another process than the jailed tree (none exists: the jail has no
-way out) or in the grader's callbacks is counted all the same. A flag changes no points:
-the instructor reads the backward and decides.
+forward pass per entry for any other reason. The callbacks the grader answers are
+counted (its own thread's time); work done in a child process that has ended before the
+grader reads the clock is not (only live threads are read): a backward hiding its cost so
+escapes this flag, and is left to the checks. A flag changes no points: the instructor
+reads the backward and decides.
 """
 
 from __future__ import annotations
