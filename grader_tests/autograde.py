@@ -205,7 +205,7 @@ class JailedKernelManager(AsyncKernelManager):
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
             new_session=False)
         self._jail_preexec = command.preexec
-        self._jail_uid = command.uid
+        self._jail_uid, self._jail_group = command.uid, command.group
         return command.argv
 
     def _close_socket_fds(self) -> None:
@@ -255,7 +255,11 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         self._close_socket_fds()
-        jail.reap(getattr(self, "_jail_uid", None))
+        group = getattr(self, "_jail_group", None)
+        if group is not None:
+            self.jail_observed = group.observations()
+        jail.reap(getattr(self, "_jail_uid", None), group=group)
+        self._jail_group = None
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]
             self._jail_parent = None
@@ -485,18 +489,36 @@ class JailedExecute(Execute):
         except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
             # The kernel stopped answering (a fork bomb, a flood, memory): the cells after
             # this one are not run; the points come from the jailed grader all the same.
+            # The jail's cgroup says whether its memory limit ended the kernel.
+            memory = self._memory_limit_reached()
             with use_language(self._language):
+                said = _("the kernel's processes reached the jail's memory limit ({mib} MiB for "
+                         "all of them and /tmp together) and the kernel ended them").format(
+                             mib=memory // 2**20) if memory else \
+                    _("the kernel stopped responding")
                 cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
-                    "error", ename=type(exc).__name__,
-                    evalue=_("the kernel stopped responding"),
-                    traceback=[_("{error}: the kernel stopped responding while this cell "
-                                 "ran").format(error=type(exc).__name__)])]
+                    "error", ename=type(exc).__name__, evalue=said,
+                    traceback=[_("{error}: {said} while this cell ran").format(
+                        error=type(exc).__name__, said=said)])]
             self._stop(index)
             return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
                for o in cell.get("outputs", [])):
             self._stop(index)
         return cell, resources
+
+    def _memory_limit_reached(self) -> int | None:
+        """The jail's memory limit (bytes) when the kernel's cgroup counted it reached (the
+        kernel's OOM killer, or usage at the limit), else None."""
+        group = getattr(getattr(self, "km", None), "_jail_group", None)
+        if group is None:
+            return None
+        seen = group.observations()
+        if seen["memory_limit_hits"] or seen["oom_kills"]:
+            self.log.warning("the kernel's cgroup reached its memory limit (%d bytes): %s",
+                             group.memory_bytes, seen)
+            return int(group.memory_bytes)
+        return None
 
     def _stop(self, index: int) -> None:
         """No cell after cell ``index`` runs; the note in each names that cell as the
