@@ -255,10 +255,7 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         self._close_socket_fds()
-        group = getattr(self, "_jail_group", None)
-        if group is not None:
-            self.jail_observed = group.observations()
-        jail.reap(getattr(self, "_jail_uid", None), group=group)
+        jail.reap(getattr(self, "_jail_uid", None), group=getattr(self, "_jail_group", None))
         self._jail_group = None
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]

@@ -10,8 +10,9 @@ runs in one group made for that jail, below the grader's own group:
   ``memory.swap.max`` 0). Past it the kernel reclaims, then its OOM killer ends a process
   of that group only.
 - **CPU**: a weight (v2 ``cpu.weight``, v1 ``cpu.shares`` = weight x 1024 / 100), so that
-  under contention each jail gets its share whatever number of processes it runs: student
-  code burning CPU in many processes slows only itself.
+  under contention each jail gets its share whatever number of processes it runs, and a
+  quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` per ``cpu.cfs_period_us``) of CPUs it may
+  use at once: student code burning CPU in many processes slows only itself.
 - **processes**: ``pids.max``, a fork bomb ends at the limit inside its own group.
 
 cgroup v2 is used where the grader's own group there offers the ``memory``, ``cpu`` and
@@ -288,13 +289,17 @@ _MADE: dict[int, Group] = {}
 _SWEPT: set[int] = set()
 
 
-def make(memory_bytes: int, cpu_weight: int, pids: int) -> Group:
+CPU_PERIOD_US = 100_000
+
+
+def make(memory_bytes: int, cpu_weight: int, pids: int, cpus: float = 1.0) -> Group:
     """A new group for one jail, its limits written, empty until a process ``join``s.
 
     Args:
         memory_bytes: int, memory of all the group's processes and tmpfs pages (bytes).
         cpu_weight: int, 1..10000, cgroup v2's scale (100: the same as any other group).
         pids: int, processes and threads at once.
+        cpus: float, CPUs' worth of time the group may use at once (0: no quota).
 
     Returns:
         Group (removed by ``Group.remove``, or at the grader's exit).
@@ -303,6 +308,7 @@ def make(memory_bytes: int, cpu_weight: int, pids: int) -> Group:
         CgroupUnavailable: no group can be made or a limit cannot be written here.
     """
     version, bases = hierarchy()
+    quota = int(CPU_PERIOD_US * cpus)
     if os.getpid() not in _SWEPT:
         _SWEPT.add(os.getpid())
         sweep_stale()
@@ -316,6 +322,8 @@ def make(memory_bytes: int, cpu_weight: int, pids: int) -> Group:
         if version == 2:
             settings = [("memory.max", memory_bytes), ("memory.swap.max", 0),
                         ("cpu.weight", cpu_weight), ("pids.max", pids)]
+            if quota > 0:
+                settings.append(("cpu.max", f"{quota} {CPU_PERIOD_US}"))
             writes = [(paths[0], f, v) for f, v in settings]
         else:
             memory, cpu, pid_group = paths
@@ -323,6 +331,9 @@ def make(memory_bytes: int, cpu_weight: int, pids: int) -> Group:
             writes = [(memory, "memory.limit_in_bytes", memory_bytes),
                       (memory, "memory.memsw.limit_in_bytes", memory_bytes),
                       (cpu, "cpu.shares", shares), (pid_group, "pids.max", pids)]
+            if quota > 0:
+                writes += [(cpu, "cpu.cfs_period_us", CPU_PERIOD_US),
+                           (cpu, "cpu.cfs_quota_us", quota)]
         for path, name_, value in writes:
             target = os.path.join(path, name_)
             if name_ in ("memory.swap.max", "memory.memsw.limit_in_bytes") and \

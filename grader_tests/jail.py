@@ -25,9 +25,10 @@ What a jailed process gets, and nothing else:
   open files, no core dumps; the caller adds an address-space cap where it knows the size;
 - a control group of its own (``cgroup.py``; v2 where the grader's group can have the
   controllers, v1 otherwise), joined before bubblewrap starts: one memory limit for all
-  the jail's processes and its ``/tmp`` together, a CPU weight (student code burning CPU
-  in many processes slows only itself) and a process limit, all from ``Limits``; where no
-  group can be made the jail is refused (``problem``), unless ``CGROUPS_ENV`` opts out;
+  the jail's processes and its ``/tmp`` together, a CPU weight and quota (student code
+  burning CPU in many processes slows only itself) and a process limit, all from
+  ``Limits``; where no group can be made the jail is refused (``problem``), unless
+  ``CGROUPS_ENV`` opts out;
 - no new namespace and no mount, whoever runs the kit: bubblewrap's ``--disable-userns``
   where the jail has a user namespace of its own (not run as root), and, always, a
   seccomp filter built with libseccomp (``seccomp_bpf``) from the reviewed rule list
@@ -109,6 +110,8 @@ class Limits:
         cpu_weight: int, 1..10000, the jail's share of the CPU under contention against
             any other group (cgroup v2's scale: 100 is an equal share; v1 ``cpu.shares``
             1024).
+        cpus: float, CPUs' worth of time the whole jail may use at once (its cgroup's
+            quota; the jailed code runs one BLAS thread); 0 for no quota.
 
     ``processes`` also caps the jail's cgroup (``pids.max``), with ``JAIL_OWN_PROCESSES``
     more for the launcher and bubblewrap.
@@ -122,6 +125,7 @@ class Limits:
     address_space_bytes: int | None = None
     memory_bytes: int = 2 * 2**30
     cpu_weight: int = 100
+    cpus: float = 1.0
 
 
 # Processes of a jail that are not the jailed program's: the launcher (which becomes
@@ -598,7 +602,7 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     if cgroups_wanted():
         try:
             group = cgroup.make(limits.memory_bytes, limits.cpu_weight,
-                                limits.processes + JAIL_OWN_PROCESSES)
+                                limits.processes + JAIL_OWN_PROCESSES, limits.cpus)
         except cgroup.CgroupUnavailable as exc:
             raise JailUnavailable(str(exc)) from None
     return Command(args, _limits_preexec(limits, tuple(keep_fds), group),
