@@ -10,7 +10,8 @@ Prints, measured in one run:
   comparison, without them (``ATTENTION_KIT_CGROUPS=off``); the ratio beside / alone
   with cgroups is the figure (target: at most 1.2);
 - the jail's overhead: the median wall seconds of grading the honest student alone with
-  cgroups against without (alternating; target: at most 1.10).
+  cgroups against without, and of a jailed ``python -c "import numpy"`` (the start of
+  every worker) with against without (alternating; target: at most 1.10).
 
 Nothing is asserted: timing belongs in a benchmark, not in the test suite. Under load
 (other people's processes on the same cores) the figures spread; the ratios are what to
@@ -99,6 +100,18 @@ def beside_burner(honest: str, burner: str, repeat: int, label: str) -> list[flo
         box.join()
 
 
+def started_seconds() -> float:
+    """Wall seconds of a jailed ``python -c "import numpy"``, its group removed after."""
+    import subprocess
+
+    cmd = jail.command([sys.executable, "-I", "-c", "import numpy"])
+    started = time.perf_counter()
+    subprocess.run(cmd.argv, preexec_fn=cmd.preexec, check=True, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    jail.reap(cmd.uid, group=cmd.group)
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its figures; returns 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -127,12 +140,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"honest grading {label}: alone {alone:.2f} s, beside a burner of "
               f"{args.burners} processes {beside:.2f} s, ratio {beside / alone:.2f}; "
               f"gradings short of full marks: {LOST.count(label)} of {args.repeat}")
+    starts_on, starts_off = [], []
+    for _ in range(5 * args.repeat):
+        _cgroups(True)
+        starts_on.append(started_seconds())
+        _cgroups(False)
+        starts_off.append(started_seconds())
     _cgroups(True)
     alone, beside = figures["with cgroups"]
     print(f"ratio beside / alone, with cgroups: {beside / alone:.2f} (target <= 1.2)")
     a, b = statistics.median(on), statistics.median(off)
     print(f"jail overhead, honest grading with cgroups {a:.2f} s / without {b:.2f} s: "
           f"{a / b:.2f} (target <= 1.10; median of {args.repeat}, alternating)")
+    a, b = statistics.median(starts_on), statistics.median(starts_off)
+    print(f"jail overhead, jailed start with cgroups {a:.3f} s / without {b:.3f} s: "
+          f"{a / b:.2f} (target <= 1.10; median of {5 * args.repeat}, alternating)")
     return 0
 
 
