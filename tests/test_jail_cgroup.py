@@ -95,13 +95,15 @@ def _submission(tmp_path, name: str, source: str = "") -> str:
 
 
 def _own_groups() -> list[str]:
-    """Groups of this process still on the machine (``attention-kit-<pid>-<n>``)."""
+    """Groups of this process still on the machine (``attention-kit-<pid>-<n>``; those of
+    commands other tests built and never ran last until the process ends)."""
     try:
         _, bases = cgroup.hierarchy()
     except cgroup.CgroupUnavailable:
         return []
     prefix = f"{cgroup.PREFIX}{os.getpid()}-"
-    return [os.path.join(b, n) for b in bases for n in os.listdir(b) if n.startswith(prefix)]
+    return sorted(os.path.join(b, n) for b in bases for n in os.listdir(b)
+                  if n.startswith(prefix))
 
 
 def _full(results) -> bool:
@@ -111,6 +113,7 @@ def _full(results) -> bool:
 @needs_jail
 def test_past_the_jails_memory_across_processes_and_tmp_is_stopped_and_reported(tmp_path):
     limits = jail.Limits(memory_bytes=320 * MIB)
+    before = _own_groups()
     hog = _submission(tmp_path, "s_hog", MEMORY_HOG)
     results, _, flags = grade_isolated(hog, names=GRADED, limits=limits)
     softmax = results["softmax"]
@@ -119,7 +122,7 @@ def test_past_the_jails_memory_across_processes_and_tmp_is_stopped_and_reported(
     assert any("memory limit (320 MiB" in m and "softmax" in m for m in messages), messages
     assert any("reached the jail's memory limit (320 MiB" in f for f in flags), flags
     assert results["causal_mask"].score == results["causal_mask"].max_score
-    assert _own_groups() == []
+    assert _own_groups() == before
     # the classmate graded next, in a jail of the same size: as usual
     honest = _submission(tmp_path, "s_honest")
     results, cell_errors, flags = grade_isolated(honest, names=GRADED, limits=limits)
@@ -166,10 +169,11 @@ def softmax(scores, axis=-1):
             break
     return scores
 ''')
+    before = _own_groups()
     results, _, flags = grade_isolated(bomb, names=GRADED)
     assert results["softmax"].score < results["softmax"].max_score
     assert results["causal_mask"].score == results["causal_mask"].max_score
-    assert _own_groups() == []
+    assert _own_groups() == before
     honest = _submission(tmp_path, "s_honest")
     results, _, flags = grade_isolated(honest, names=GRADED)
     assert _full(results) and flags == []
@@ -177,6 +181,7 @@ def softmax(scores, axis=-1):
 
 @needs_jail
 def test_a_cpu_burner_graded_beside_an_honest_student_changes_nothing_of_theirs(tmp_path):
+    before = _own_groups()
     honest = _submission(tmp_path, "s_honest")
     alone = grade_isolated(honest, names=GRADED)
     burner = _submission(tmp_path, "s_burner", CPU_BURNER)
@@ -194,7 +199,7 @@ def test_a_cpu_burner_graded_beside_an_honest_student_changes_nothing_of_theirs(
     assert with_burner[1:] == alone[1:]
     burned = beside["burner"][0]["softmax"]
     assert burned.score < burned.max_score
-    assert _own_groups() == []
+    assert _own_groups() == before
 
 
 @needs_jail
