@@ -112,6 +112,9 @@ class JailedKernelManager(AsyncKernelManager):
 
     # The launcher, inside the jail (read-only).
     LAUNCHER = f"{jail.CODE_DIR}/kernel_launch.py"
+    # The kernel's jail: CPU seconds and processes for a whole notebook, an address-space
+    # cap per process, and the jail's cgroup (its memory, CPU share) as ``jail.Limits``.
+    LIMITS = jail.Limits(cpu_seconds=1800, processes=128, address_space_bytes=8 * 2**30)
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
@@ -200,8 +203,7 @@ class JailedKernelManager(AsyncKernelManager):
             + cmd[1:],
             readonly=[(self._jail_dir, self._jail_dir), (launcher, self.LAUNCHER)],
             submission_dir=student_dir, keep_fds=[fd for _, fd in sockets],
-            cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
-                                           address_space_bytes=8 * 2**30),
+            cwd=inside, limits=self.LIMITS,
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
             new_session=False)
         self._jail_preexec = command.preexec
@@ -260,6 +262,11 @@ class JailedKernelManager(AsyncKernelManager):
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]
             self._jail_parent = None
+
+    # nbclient ends a kernel found dead with ``cleanup_resources`` alone, which the async
+    # manager binds to the base class's coroutine: this one, so the jail's leftovers and
+    # its cgroup go with that kernel too.
+    cleanup_resources = _async_cleanup_resources  # type: ignore[assignment]
 
 
 def is_hidden_cell(cell: NotebookNode) -> bool:

@@ -250,3 +250,42 @@ def test_no_cgroup_is_a_one_line_refusal_unless_opted_out(monkeypatch):
         assert jail.command(["true"]).group is None
     finally:
         jail.problem.cache_clear()
+
+
+@needs_jail
+def test_a_kernel_past_the_jails_memory_is_stopped_and_its_cell_says_memory(tmp_path,
+                                                                            monkeypatch):
+    """nbgrader's path: the kernel's jail has the same cgroup; the cell that ran it past
+    the limit is reported with the limit, the cells after it are not run, and the next
+    student's kernel runs as usual."""
+    import dataclasses
+
+    import nbformat
+
+    from grader_tests.autograde import JailedExecute, JailedKernelManager
+
+    monkeypatch.setattr(JailedKernelManager, "LIMITS", dataclasses.replace(
+        JailedKernelManager.LIMITS, memory_bytes=320 * MIB))
+    body = MEMORY_HOG.replace("def softmax(scores, axis=-1):", "if True:").replace(
+        "    return scores\n", "")
+
+    def run(cells: list[str], name: str):
+        folder = tmp_path / name / "attention"
+        folder.mkdir(parents=True)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+        nbformat.write(nb, folder / "attention.ipynb")
+        execute = JailedExecute(timeout=60, startup_timeout=120, interrupt_on_timeout=True)
+        out, _ = execute.preprocess(nb, {"metadata": {"path": str(folder)}})
+        return out
+
+    before = _own_groups()
+    out = run(["print(6 * 7)", body, "print('after')"], "s_hog")
+    assert "42" in out.cells[0].outputs[0]["text"]
+    errors = [o for o in out.cells[1].outputs if o.get("output_type") == "error"]
+    assert errors and "memory limit (320 MiB" in errors[-1]["evalue"], out.cells[1].outputs
+    assert "not run" in out.cells[2].outputs[0]["text"]
+    assert _own_groups() == before
+    out = run(["print(6 * 7)", "print('after')"], "s_honest")
+    assert "42" in out.cells[0].outputs[0]["text"]
+    assert "after" in out.cells[1].outputs[0]["text"]
