@@ -21,12 +21,14 @@ read.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -81,9 +83,10 @@ def graded_seconds(path: str, label: str = "") -> float:
     return took
 
 
-def beside_burner(honest: str, burner: str, repeat: int, label: str) -> list[float]:
-    """Seconds of grading ``honest`` ``repeat`` times while ``burner`` is graded, again
-    and again (each grading of it ends at its check's time limit)."""
+@contextlib.contextmanager
+def burning(burner: str) -> Iterator[None]:
+    """While inside, ``burner`` is graded again and again in a thread of its own (each
+    grading of it ends at its check's time limit), its processes running."""
     stop = threading.Event()
 
     def burn() -> None:
@@ -94,7 +97,7 @@ def beside_burner(honest: str, burner: str, repeat: int, label: str) -> list[flo
     box.start()
     time.sleep(3.0)  # the burner's processes running
     try:
-        return [graded_seconds(honest, label) for _ in range(repeat)]
+        yield
     finally:
         stop.set()
         box.join()
@@ -134,12 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     figures = {}
     for label, wanted in (("with cgroups", True), ("without cgroups", False)):
         _cgroups(wanted)
-        alone = statistics.median(on if wanted else off)
-        beside = statistics.median(beside_burner(honest, burner, args.repeat, label))
-        figures[label] = (alone, beside)
-        print(f"honest grading {label}: alone {alone:.2f} s, beside a burner of "
-              f"{args.burners} processes {beside:.2f} s, ratio {beside / alone:.2f}; "
-              f"gradings short of full marks: {LOST.count(label)} of {args.repeat}")
+        alone, beside = [], []
+        for _ in range(args.repeat):  # alternating: alone, then beside a burner
+            alone.append(graded_seconds(honest, label))
+            with burning(burner):
+                beside.append(graded_seconds(honest, label))
+        figures[label] = (statistics.median(alone), statistics.median(beside))
+        print(f"honest grading {label}: alone {figures[label][0]:.2f} s, beside a burner "
+              f"of {args.burners} processes {figures[label][1]:.2f} s, ratio "
+              f"{figures[label][1] / figures[label][0]:.2f} (median of {args.repeat}); "
+              f"gradings short of full marks: {LOST.count(label)} of {2 * args.repeat}")
     starts_on, starts_off = [], []
     for _ in range(5 * args.repeat):
         _cgroups(True)

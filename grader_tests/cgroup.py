@@ -30,6 +30,7 @@ the grader's report.
 from __future__ import annotations
 
 import atexit
+import errno
 import itertools
 import os
 import re
@@ -225,25 +226,44 @@ def _writable(path: str) -> bool:
 
 def _v2_base() -> str | None:
     """The folder of the grader's own v2 group when its children can have the three
-    controllers (enabling them in ``cgroup.subtree_control`` if need be), else None."""
+    controllers (enabling them in ``cgroup.subtree_control`` if need be), else None.
+
+    cgroup v2 lets a group hand controllers to its children only when it holds no process
+    itself: in a group delegated to the grader (``systemd-run -p Delegate=yes``) that
+    holds the grader alone, the grader first moves into a leaf of its own
+    (``attention-kit-<pid>-grader``) and the jails' groups are made beside it."""
     mount = _mounts().get("")
     own = _own_paths().get("")
     if mount is None or own is None:
         return None
     base = os.path.join(mount, own.lstrip("/"))
+    if os.path.basename(base) == f"{PREFIX}{os.getpid()}-grader":
+        base = os.path.dirname(base)  # moved there by an earlier call
     if not _writable(base):
         return None
     try:
         with open(os.path.join(base, "cgroup.subtree_control")) as f:
             enabled = set(f.read().split())
         missing = [c for c in CONTROLLERS if c not in enabled]
-        if missing:
-            with open(os.path.join(base, "cgroup.controllers")) as f:
-                if not set(missing) <= set(f.read().split()):
-                    return None
+        if not missing:
+            return base
+        with open(os.path.join(base, "cgroup.controllers")) as f:
+            if not set(missing) <= set(f.read().split()):
+                return None
+        enable = " ".join(f"+{c}" for c in missing)
+        try:
             with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
-                f.write(" ".join(f"+{c}" for c in missing))
-    except OSError:  # not delegated, or the group holds processes itself (EBUSY)
+                f.write(enable)
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            leaf = os.path.join(base, f"{PREFIX}{os.getpid()}-grader")
+            os.makedirs(leaf, exist_ok=True)
+            with open(os.path.join(leaf, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                f.write(enable)  # EBUSY again: other processes share the group
+    except OSError:  # not delegated, or the group holds other processes (EBUSY)
         return None
     return base
 
@@ -361,8 +381,8 @@ def problem() -> str | None:
 
 def sweep_stale() -> list[str]:
     """Kill the processes left in the groups of graders that have ended and remove the
-    groups (``attention-kit-<pid>-<n>`` below this process's own groups, ``<pid>`` no
-    longer running).
+    groups (``attention-kit-<pid>-<n>`` and ``attention-kit-<pid>-grader`` beside this
+    process's jails, ``<pid>`` no longer running).
 
     Returns:
         The folders removed.
@@ -371,7 +391,7 @@ def sweep_stale() -> list[str]:
         _, bases = hierarchy()
     except CgroupUnavailable:
         return []
-    pattern = re.compile(rf"^{re.escape(PREFIX)}(\d+)-\d+$")
+    pattern = re.compile(rf"^{re.escape(PREFIX)}(\d+)-(\d+|grader)$")
     removed: list[str] = []
     for base in bases:
         try:
