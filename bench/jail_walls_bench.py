@@ -44,7 +44,7 @@ def before() -> jail.Command:
     at = argv.index("--seccomp")
     del argv[at:at + 2]
     split = len(argv) - len(PROGRAM)
-    return jail.Command(argv[:split] + BOOT + argv[split:], cmd.preexec, cmd.uid)
+    return jail.Command(argv[:split] + BOOT + argv[split:], cmd.preexec, cmd.uid, cmd.group)
 
 
 def seconds(cmd: jail.Command) -> float:
@@ -52,7 +52,7 @@ def seconds(cmd: jail.Command) -> float:
     started = time.perf_counter()
     subprocess.run(cmd.argv, preexec_fn=cmd.preexec, check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    jail.reap(cmd.uid)
+    jail.reap(cmd.uid, group=cmd.group)
     return time.perf_counter() - started
 
 

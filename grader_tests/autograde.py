@@ -112,6 +112,9 @@ class JailedKernelManager(AsyncKernelManager):
 
     # The launcher, inside the jail (read-only).
     LAUNCHER = f"{jail.CODE_DIR}/kernel_launch.py"
+    # The kernel's jail: CPU seconds and processes for a whole notebook, an address-space
+    # cap per process, and the jail's cgroup (its memory, CPU share) as ``jail.Limits``.
+    LIMITS = jail.Limits(cpu_seconds=1800, processes=128, address_space_bytes=8 * 2**30)
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
@@ -200,12 +203,11 @@ class JailedKernelManager(AsyncKernelManager):
             + cmd[1:],
             readonly=[(self._jail_dir, self._jail_dir), (launcher, self.LAUNCHER)],
             submission_dir=student_dir, keep_fds=[fd for _, fd in sockets],
-            cwd=inside, limits=jail.Limits(cpu_seconds=1800, processes=128,
-                                           address_space_bytes=8 * 2**30),
+            cwd=inside, limits=self.LIMITS,
             env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
             new_session=False)
         self._jail_preexec = command.preexec
-        self._jail_uid = command.uid
+        self._jail_uid, self._jail_group = command.uid, command.group
         return command.argv
 
     def _close_socket_fds(self) -> None:
@@ -255,10 +257,16 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         self._close_socket_fds()
-        jail.reap(getattr(self, "_jail_uid", None))
+        jail.reap(getattr(self, "_jail_uid", None), group=getattr(self, "_jail_group", None))
+        self._jail_group = None
         if not restart and getattr(self, "_jail_parent", None):
             shutil.rmtree(self._jail_parent, ignore_errors=True)  # type: ignore[arg-type]
             self._jail_parent = None
+
+    # nbclient ends a kernel found dead with ``cleanup_resources`` alone, which the async
+    # manager binds to the base class's coroutine: this one, so the jail's leftovers and
+    # its cgroup go with that kernel too.
+    cleanup_resources = _async_cleanup_resources  # type: ignore[assignment]
 
 
 def is_hidden_cell(cell: NotebookNode) -> bool:
@@ -485,18 +493,36 @@ class JailedExecute(Execute):
         except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
             # The kernel stopped answering (a fork bomb, a flood, memory): the cells after
             # this one are not run; the points come from the jailed grader all the same.
+            # The jail's cgroup says whether its memory limit ended the kernel.
+            memory = self._memory_limit_reached()
             with use_language(self._language):
+                said = _("the kernel's processes reached the jail's memory limit ({mib} MiB for "
+                         "all of them and /tmp together) and the kernel ended them").format(
+                             mib=memory // 2**20) if memory else \
+                    _("the kernel stopped responding")
                 cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
-                    "error", ename=type(exc).__name__,
-                    evalue=_("the kernel stopped responding"),
-                    traceback=[_("{error}: the kernel stopped responding while this cell "
-                                 "ran").format(error=type(exc).__name__)])]
+                    "error", ename=type(exc).__name__, evalue=said,
+                    traceback=[_("{error}: {said} while this cell ran").format(
+                        error=type(exc).__name__, said=said)])]
             self._stop(index)
             return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
                for o in cell.get("outputs", [])):
             self._stop(index)
         return cell, resources
+
+    def _memory_limit_reached(self) -> int | None:
+        """The jail's memory limit (bytes) when the kernel's cgroup counted it reached (the
+        kernel's OOM killer, or usage at the limit), else None."""
+        group = getattr(getattr(self, "km", None), "_jail_group", None)
+        if group is None:
+            return None
+        seen = group.observations()
+        if seen["memory_limit_hits"] or seen["oom_kills"]:
+            self.log.warning("the kernel's cgroup reached its memory limit (%d bytes): %s",
+                             group.memory_bytes, seen)
+            return int(group.memory_bytes)
+        return None
 
     def _stop(self, index: int) -> None:
         """No cell after cell ``index`` runs; the note in each names that cell as the

@@ -122,7 +122,16 @@ class StudentTimeout(BaseException):
 
 class WorkerDied(Exception):
     """The sandbox process running the student's code ended during a call (exit, kill, out
-    of memory); raised by ``sandbox.Sandbox``, reported as a ``crash`` of that call."""
+    of memory); raised by ``sandbox.Sandbox``, reported as a ``crash`` of that call.
+
+    Attributes:
+        memory_bytes: int or None, the jail's memory limit (bytes) when its cgroup says the
+            limit was reached (the kernel's OOM killer ended the process), else None.
+    """
+
+    def __init__(self, memory_bytes: int | None = None) -> None:
+        super().__init__()
+        self.memory_bytes = memory_bytes
 
 
 @dataclass

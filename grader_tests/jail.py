@@ -23,6 +23,12 @@ What a jailed process gets, and nothing else:
 - an environment cleared to a short allow-list (``ENV_ALLOWED`` plus what the caller sets);
 - resource limits set before ``exec`` (``Limits``): CPU seconds, processes, file size,
   open files, no core dumps; the caller adds an address-space cap where it knows the size;
+- a control group of its own (``cgroup.py``; v2 where the grader's group can have the
+  controllers, v1 otherwise), joined before bubblewrap starts: one memory limit for all
+  the jail's processes and its ``/tmp`` together, a CPU weight and quota (student code
+  burning CPU in many processes slows only itself) and a process limit, all from
+  ``Limits``; where no group can be made the jail is refused (``problem``), unless
+  ``CGROUPS_ENV`` opts out;
 - no new namespace and no mount, whoever runs the kit: bubblewrap's ``--disable-userns``
   where the jail has a user namespace of its own (not run as root), and, always, a
   seccomp filter built with libseccomp (``seccomp_bpf``) from the reviewed rule list
@@ -49,6 +55,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from . import cgroup
 from .i18n import N_, _
 
 # Environment variables a jailed process may inherit from the grader (values only of
@@ -98,6 +105,16 @@ class Limits:
         tmp_bytes: int, size of its private ``/tmp`` (bytes, in memory).
         address_space_bytes: int or None, virtual memory cap (bytes); None leaves it to
             the process (the sandbox worker caps itself after loading NumPy).
+        memory_bytes: int, memory of the whole jail (bytes): every process and the pages
+            of its ``/tmp`` together (its cgroup's limit; no swap on top).
+        cpu_weight: int, 1..10000, the jail's share of the CPU under contention against
+            any other group (cgroup v2's scale: 100 is an equal share; v1 ``cpu.shares``
+            1024).
+        cpus: float, CPUs' worth of time the whole jail may use at once (its cgroup's
+            quota; the jailed code runs one BLAS thread); 0 for no quota.
+
+    ``processes`` also caps the jail's cgroup (``pids.max``), with ``JAIL_OWN_PROCESSES``
+    more for the launcher and bubblewrap.
     """
 
     cpu_seconds: int = 600
@@ -106,6 +123,24 @@ class Limits:
     open_files: int = 256
     tmp_bytes: int = 128 * 2**20
     address_space_bytes: int | None = None
+    memory_bytes: int = 2 * 2**30
+    cpu_weight: int = 100
+    cpus: float = 1.0
+
+
+# Processes of a jail that are not the jailed program's: the launcher (which becomes
+# bubblewrap), bubblewrap's own child in the PID namespace, setpriv.
+JAIL_OWN_PROCESSES = 4
+# The one opt-out of the jail's control group (its memory, CPU and process limits), for a
+# machine where none can be made (not root, no delegated cgroup v2): ``off`` in the
+# environment of the grader (``ATTENTION_KIT_CGROUPS=off``); every jail is refused there
+# otherwise.
+CGROUPS_ENV = "ATTENTION_KIT_CGROUPS"
+
+
+def cgroups_wanted() -> bool:
+    """False only when the instructor opted out of the jail's cgroup (``CGROUPS_ENV``)."""
+    return os.environ.get(CGROUPS_ENV, "").strip().lower() != "off"
 
 
 # The seccomp filter of every jail, as reviewed data: built with libseccomp (the
@@ -258,6 +293,11 @@ def _problem() -> tuple[str, str] | None:
         return N_("the jail needs Linux namespaces; this is {detail}: {hint}"), sys.platform
     if bwrap_path() is None:
         return N_("bubblewrap (bwrap) is not installed: {hint}"), ""
+    if cgroups_wanted() and cgroup.problem():
+        return N_("no cgroup can be made for the jail here ({detail}): run the grader as root "
+                  "or in a cgroup v2 group delegated to its user, or set ATTENTION_KIT_CGROUPS=off "
+                  "to grade without the jail's memory, CPU and process shares"), \
+            str(cgroup.problem())
     try:
         trial = command([sys.executable, "-I", "-c", "import numpy"], readonly=(),
                         submission_dir=None)
@@ -268,6 +308,9 @@ def _problem() -> tuple[str, str] | None:
                               timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         return N_("bubblewrap could not start ({detail}): {hint}"), str(exc)
+    finally:
+        if trial.group is not None:
+            trial.group.remove()
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return N_("bubblewrap cannot build a jail here ({detail}): {hint}"), \
@@ -322,11 +365,14 @@ class Command:
         preexec: callable run in the child before ``exec`` (limits, descriptors).
         uid: int or None, the uid the jailed program runs as when the grader is root
             (None otherwise: then it runs as the grader's user in a user namespace).
+        group: the jail's control group (``cgroup.Group``), joined by ``preexec``; None
+            where the instructor opted out (``CGROUPS_ENV``). ``reap`` removes it.
     """
 
     argv: list[str]
     preexec: Callable[[], object] | None
     uid: int | None = None
+    group: cgroup.Group | None = None
 
 
 def processes_of(uid: int) -> list[int]:
@@ -345,13 +391,17 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def reap(uid: int | None, timeout: float = 5.0) -> None:
-    """Kill every process left with a jail's ``uid`` and wait until none is left.
+def reap(uid: int | None, timeout: float = 5.0,
+         group: cgroup.Group | None = None) -> None:
+    """Kill every process left with a jail's ``uid`` and wait until none is left; then
+    kill what is left in the jail's ``group`` and remove it (``Command.group``).
 
     Killing bubblewrap ends its jail through the kernel (``--die-with-parent``, then the
     PID namespace), but not at once; a caller that must know the jail is gone (the next
     student, a test that looks for left processes) calls this. Does nothing for None.
     """
+    if group is not None:
+        group.remove(timeout)
     if uid is None:
         return
     deadline = time.monotonic() + timeout
@@ -402,11 +452,15 @@ def kit_packages() -> list[str]:
                      for name in ("solutions", "authoring")]
 
 
-def _limits_preexec(limits: Limits, keep_fds: tuple[int, ...]):
-    """What runs in the child before ``exec``: a session of its own (unless the caller
-    made one), the limits, and close-on-exec on every inherited descriptor but the
-    standard ones and ``keep_fds`` (bubblewrap passes open descriptors on)."""
+def _limits_preexec(limits: Limits, keep_fds: tuple[int, ...],
+                    group: cgroup.Group | None = None):
+    """What runs in the child before ``exec``: the jail's control group joined (an error
+    there stops the start: no student code runs outside it), a session of its own (unless
+    the caller made one), the limits, and close-on-exec on every inherited descriptor but
+    the standard ones and ``keep_fds`` (bubblewrap passes open descriptors on)."""
     def preexec():
+        if group is not None:
+            group.join()
         try:
             os.setsid()
         except OSError:  # already a session leader (start_new_session)
@@ -462,7 +516,8 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     Raises:
         ValueError: if a folder of ``private_dirs`` is not an absolute path under ``/tmp``,
             or ``keep_fds`` holds ``SECCOMP_FD``.
-        JailUnavailable: the seccomp filter cannot be built (``seccomp_bpf``).
+        JailUnavailable: the seccomp filter cannot be built (``seccomp_bpf``), or the
+            jail's control group cannot be made (``cgroup.make``; unless opted out).
     """
     private_dirs = [os.path.normpath(d) for d in private_dirs]
     for folder in private_dirs:
@@ -543,7 +598,15 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     if SECCOMP_FD in keep_fds:
         raise ValueError(f"descriptor {SECCOMP_FD} is the seccomp filter's: keep_fds "
                          "must not hold it")
-    return Command(args, _limits_preexec(limits, tuple(keep_fds)), uid if root else None)
+    group = None
+    if cgroups_wanted():
+        try:
+            group = cgroup.make(limits.memory_bytes, limits.cpu_weight,
+                                limits.processes + JAIL_OWN_PROCESSES, limits.cpus)
+        except cgroup.CgroupUnavailable as exc:
+            raise JailUnavailable(str(exc)) from None
+    return Command(args, _limits_preexec(limits, tuple(keep_fds), group),
+                   uid if root else None, group)
 
 
 def _running(pid: int) -> bool:

@@ -39,6 +39,10 @@ except ImportError:  # pragma: no cover
 
 
 def _student_error_message(name: str, exc: BaseException) -> str:
+    if isinstance(exc, WorkerDied) and exc.memory_bytes:
+        return _("the processes running {name} reached the jail's memory limit ({mib} MiB for "
+                 "all of them and /tmp together) and the kernel ended them").format(
+                     name=name, mib=exc.memory_bytes // 2**20)
     if isinstance(exc, WorkerDied):
         return _("the process running {name} ended during the call (sys.exit, os._exit, a "
                  "signal, or memory exhausted)").format(name=name)

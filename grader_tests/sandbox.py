@@ -76,11 +76,14 @@ class Sandbox:
         load_time_limit: float, seconds the whole load may take; each cell gets a third.
         allowed_modules: tuple of str, the third-party modules the submission may import
             (default: ``config.allowed_modules()``, the course's list).
+        limits: ``jail.Limits`` of the worker's jail (default ``jail.Limits()``: its
+            whole memory, CPU weight, processes).
     """
 
     def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention",
-                 jailed=True, allowed_modules=None):
+                 jailed=True, allowed_modules=None, limits=None):
         self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
+        self.limits = limits or jail.Limits()
         self.assignment, self.jailed = assignments.get(assignment), jailed
         # third-party modules the submission may import (the course's list by default)
         self.allowed_modules = tuple(config.allowed_modules() if allowed_modules is None
@@ -88,6 +91,9 @@ class Sandbox:
         self.proc = self.conn = None
         self.scratch = self.inside = None  # the private copy of the submission
         self.uid = None  # the jail's uid (when the grader is root)
+        self.group = None  # the jail's control group (jail.Command.group)
+        self.observed: dict[str, int] = {}  # the kernel's counts in it (cgroup.Group)
+        self.memory_reached, self.memory_limit, self.pids_limit = False, 0, 0
         self.names, self.cell_errors = {}, []
         self.callables = {}   # key -> a function of ours the worker may call back
         self.callees = {}     # graded name -> what answers it for the function being graded
@@ -119,9 +125,10 @@ class Sandbox:
             command = jail.command(
                 [sys.executable, "-I", f"{jail.CODE_DIR}/{PACKAGE}/_worker.py", fd,
                  str(self.memory_mb)],
-                readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),))
+                readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),),
+                limits=self.limits)
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
-            self.uid = command.uid
+            self.uid, self.group = command.uid, command.group
             path = f"{jail.SUBMISSION_DIR}/{os.path.basename(self.path)}"
         else:
             env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -165,7 +172,40 @@ class Sandbox:
                 self.proc.kill()
             self.proc.wait()
             self.proc = None
-            jail.reap(self.uid)  # the jail's processes gone before anything else starts
+            if self.group is not None:
+                self._observe()
+            jail.reap(self.uid, group=self.group)  # the jail gone before anything else starts
+            self.group = None
+
+    def _observe(self):
+        """Add the kernel's counts in the jail's group (``cgroup.Group.observations``) to
+        ``observed``; ``memory_reached`` says whether this group's memory limit was met."""
+        counts = self.group.observations()
+        self.memory_reached = bool(counts["memory_limit_hits"] or counts["oom_kills"])
+        if self.memory_reached:
+            self.memory_limit = self.group.memory_bytes
+        if counts["pids_limit_hits"]:
+            self.pids_limit = self.group.pids
+        for key, value in counts.items():
+            self.observed[key] = self.observed.get(key, 0) + value
+
+    def observation_flags(self):
+        """What the jail's cgroups observed, as flags for the report: the whole jail's
+        memory limit reached (the kernel's OOM killer ended a process, or usage met it),
+        new processes refused at its process limit."""
+        flags = []
+        if self.observed.get("memory_limit_hits") or self.observed.get("oom_kills"):
+            flags.append(i18n._("the submission's processes reached the jail's memory limit "
+                                "({mib} MiB for all of them and /tmp together; processes "
+                                "ended by the kernel: {kills})").format(
+                                    mib=self.memory_limit // 2**20,
+                                    kills=self.observed.get("oom_kills", 0)))
+        if self.observed.get("pids_limit_hits"):
+            flags.append(i18n._("the submission's processes reached the jail's process limit "
+                                "({pids}): new processes were refused {count} times").format(
+                                    pids=self.pids_limit,
+                                    count=self.observed["pids_limit_hits"]))
+        return flags
 
     def close(self):
         """Kill the worker and delete the submission's scratch copy."""
@@ -302,8 +342,11 @@ class Sandbox:
                 if reply.get("op") != "callback":
                     return reply
                 self._answer_callback(reply)
-        except (StudentTimeout, WorkerDied, OSError, ValueError, KeyError):
+        except (StudentTimeout, WorkerDied, OSError, ValueError, KeyError) as exc:
+            limit = self.group.memory_bytes if self.group is not None else None
             self.stop()
+            if isinstance(exc, WorkerDied) and limit and self.memory_reached:
+                raise WorkerDied(limit) from None
             raise
         finally:
             self.deadline = outer
@@ -467,7 +510,7 @@ def callees_for(name, target):
 
 
 def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jailed=True,
-                   language=None, allowed_modules=None):
+                   language=None, allowed_modules=None, limits=None):
     """Grade a submission file with its code in a jailed process.
 
     Nothing the student's process says about itself counts: the grade comes from the
@@ -491,6 +534,7 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         allowed_modules: tuple of str, the third-party modules the submission may import,
             given by the caller from the course's configuration (default:
             ``config.allowed_modules()``, the course in the current folder).
+        limits: ``jail.Limits`` of the worker's jail (default ``jail.Limits()``).
 
     Returns:
         ``(results, cell_errors, flags)``: ``results`` as ``core.grade_namespace``;
@@ -500,23 +544,28 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
         jail.JailUnavailable: ``jailed`` and no jail can be made here.
     """
     with i18n.use_language(language or i18n.current_language()):
-        return _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules)
+        return _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules,
+                               limits)
 
 
-def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules):
+def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules, limits):
     if jailed:
         jail.require()
     points = graded_points(assignment)
     flags = [i18n._("the submission {finding}").format(finding=e)
              for e in evidence.kit_references(path)]
     box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed,
-                  allowed_modules=allowed_modules)
+                  allowed_modules=allowed_modules, limits=limits)
     try:
         try:
             box.start()
         except (StudentTimeout, WorkerDied) as exc:
             what = (i18n._("the submission did not finish loading within {seconds:g} s").format(
                 seconds=box.load_time_limit) if isinstance(exc, StudentTimeout) else
+                i18n._("the submission's processes reached the jail's memory limit ({mib} MiB "
+                       "for all of them and /tmp together) while loading, and the kernel "
+                       "ended them").format(mib=exc.memory_bytes // 2**20)
+                if exc.memory_bytes else
                 i18n._("the submission ended its process while loading (exit, signal or memory "
                        "exhausted)"))
             results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
@@ -524,7 +573,7 @@ def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules)
                 "timeout" if isinstance(exc, StudentTimeout) else "crash",
                 i18n._("{what}: nothing could be graded.").format(what=what))])
                 for n in (names or points)}
-            return results, [what], flags
+            return results, [what], flags + box.observation_flags()
         ns = remote_namespace(box)
         results = grade_namespace(ns, names, assignment=assignment)
         cell_errors = box.cell_errors
@@ -533,6 +582,7 @@ def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules)
                   for name in dict.fromkeys(box.refused)]
     finally:
         box.close()
+    flags += box.observation_flags()
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]
 
 
