@@ -174,12 +174,12 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
                           note, review or "")
 
 
-def _derived_numerically(name: str, target: Any, namespace: dict) -> str | None:
+def _derived_numerically(name: str, target: Any, namespace: dict | None) -> str | None:
     """Why the backward ``target`` (graded as ``name``) is flagged as a numerical
     derivative of its forward (``derivation.numerically_differentiated``), or None: not a
     backward, no forward to compare with, or any failure of the student's code while it is
     measured (no verdict)."""
-    if name not in derivation.FORWARD_OF or not callable(namespace.get(
+    if namespace is None or name not in derivation.FORWARD_OF or not callable(namespace.get(
             derivation.FORWARD_OF[name])):
         return None
     try:
