@@ -238,3 +238,18 @@ OPS_PASSTHROUGH = '''
     def answer_accuracy(generated, expected):
         return _saved["ops"].answer_accuracy(generated, expected)
 '''
+
+# A notebook cell that floods the kernel's IOPub socket: forty displays of 15 MB each,
+# serialised once and sent as they are (so they cost the kernel nothing), each under
+# ZeroMQ's per-part limit (``JailedExecute.message_limit``). Received and decoded whole,
+# they held some 1.5 GB of the grader's memory before its output budget counted them.
+IOPUB_FLOOD = '''
+import json
+kernel = get_ipython().kernel
+packed = json.dumps({"data": {"text/plain": "x" * 15_000_000}, "metadata": {},
+                     "transient": {}}).encode()
+for _ in range(40):
+    kernel.session.send(kernel.iopub_socket, "display_data", content=packed,
+                        parent=kernel.get_parent("shell"))
+print("flooded")
+'''
