@@ -88,6 +88,7 @@ class KernelRelay:
             if self._thread.is_alive() and self._thread is not threading.current_thread():
                 self._thread.join(10)
             self._shut_all()
+            self._selector.close()
             for fd in (self._wake_r, self._wake_w):
                 try:
                     os.close(fd)

@@ -172,6 +172,7 @@ def test_an_honest_kernels_bytes_stay_under_the_budget(tmp_path):
     from grader_tests.relay import KernelRelay
 
     server, thread = _echo_kernel(str(tmp_path / "k"), sends=300_000)
+    open_before = len(os.listdir("/proc/self/fd"))
     relay = KernelRelay([(str(tmp_path / "c"), str(tmp_path / "k"))], 1_000_000)
     relay.start()
     try:
@@ -185,10 +186,13 @@ def test_an_honest_kernels_bytes_stay_under_the_budget(tmp_path):
             got += data
         assert got == b"ping" + b"k" * 300_000 and not relay.over_budget
         assert relay.received == 300_004
+        client.close()
     finally:
         relay.close()
         server.close()
         thread.join(10)
+    # the relay keeps no descriptor once closed (a class of 300 kernels would run out)
+    assert len(os.listdir("/proc/self/fd")) == open_before - 1  # the server's, closed too
 
 
 @needs_jail
