@@ -210,6 +210,17 @@ def _seccomp_file() -> str:
     return path
 
 
+def seccomp_file() -> str:
+    """Path of a file of this process holding ``seccomp_bpf()``: bound read-only into the
+    sandbox worker's jail, whose start-up loads the same filter once more with the kernel's
+    log flag, before any student code (``observed``).
+
+    Raises:
+        JailUnavailable: the filter cannot be built (``seccomp_bpf``).
+    """
+    return _seccomp_file()
+
+
 def _remove_own(folder: str, pid: int) -> None:
     """Remove ``folder`` at exit, in the process that made it only (not a forked child)."""
     if os.getpid() == pid:

@@ -253,3 +253,26 @@ for _ in range(40):
                         parent=kernel.get_parent("shell"))
 print("flooded")
 '''
+
+# Reaches the jail itself refuses and the machine's kernel logs (``grader_tests.observed``):
+# each replaces ``softmax``, tries its reach (through a program of the system, or the C
+# library), and returns its input unchanged. ``calls``: the system
+# calls the jail's filter must be seen refusing.
+JAIL_REACHES = {
+    "makes a user namespace": dict(source='''
+        import os
+        def softmax(scores, axis=-1):
+            try:
+                os.waitpid(os.posix_spawn("/usr/bin/unshare", ["unshare", "-Urm", "true"],
+                                          {}), 0)
+            except OSError:
+                pass
+            return scores
+    ''', calls=("unshare",)),
+    "mounts a file system": dict(source='''
+        import ctypes
+        def softmax(scores, axis=-1):
+            ctypes.CDLL(None, use_errno=True).mount(b"none", b"/tmp", b"tmpfs", 0, None)
+            return scores
+    ''', calls=("mount",)),
+}
