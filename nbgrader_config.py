@@ -73,9 +73,10 @@ def cell_timeout(cell):
 # UNGRADED_CELL_TIMEOUT would hold the class's autograde for as long as the student likes.
 NOTEBOOK_TIME_LIMIT = 120
 c.JailedExecute.notebook_seconds = NOTEBOOK_TIME_LIMIT
-# What the grader keeps of the kernel's output, all cells together: every kernel message
-# counted whole (text, data, metadata, error messages and tracebacks, buffers), and a
-# number of outputs; the rest is dropped with a note in the cell where it began.
+# What the kernel may send the grader, all cells and sockets together, every byte counted
+# at the socket before it is read (text, data, metadata, error messages and tracebacks,
+# buffers): past it the kernel is stopped and its cell says so. And the number of outputs
+# kept; the rest is dropped with a note in the cell where it began.
 c.JailedExecute.output_bytes = 4 * 2**20
 c.JailedExecute.max_outputs = 2000
 # The largest part of one kernel message the grader receives at all (the notebooks of the

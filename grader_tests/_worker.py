@@ -140,8 +140,42 @@ def serve(request):
     return {"op": "error", "message": f"unknown op {op}"}
 
 
+# ``seccomp`` system call numbers, and its operation and flag (linux/seccomp.h).
+SECCOMP_SYSCALL = {"x86_64": 317, "aarch64": 277}
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG = 1, 2
+
+
+def log_refusals(path):
+    """Install the jail's seccomp filter (the BPF program in file ``path``, the one
+    bubblewrap installed) once more, with the kernel's log flag, so that the machine's
+    kernel logs every call it refuses (``grader_tests.observed`` reads them). Does nothing
+    where the file or the call is missing: the first filter refuses all the same."""
+    import ctypes
+    import platform
+
+    try:
+        with open(path, "rb") as f:
+            program = f.read()
+    except OSError:
+        return
+    number = SECCOMP_SYSCALL.get(platform.machine())
+    if number is None or not program or len(program) % 8:
+        return
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(code, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(ctypes.c_long(number), ctypes.c_long(SECCOMP_SET_MODE_FILTER),
+                 ctypes.c_long(SECCOMP_FILTER_FLAG_LOG), ctypes.byref(fprog))
+
+
 def main():
     fd, memory_mb = int(sys.argv[1]), int(sys.argv[2])
+    if len(sys.argv) > 3:
+        log_refusals(sys.argv[3])  # before anything of the student's is loaded
     conn = Connection(fd)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

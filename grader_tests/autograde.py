@@ -39,6 +39,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
 from . import jail
+from .relay import KernelRelay
 from .i18n import DEFAULT_LANGUAGE, _, config_language, use_language
 from .submission import nbgrader_metadata
 
@@ -47,6 +48,9 @@ HIDDEN_SUFFIX = "_hidden_checks"
 # Exception names by which a cell says it ran out of time (the notebooks' own
 # ``time_limit`` raises TimeoutError; nbgrader's cell time-out records CellTimeoutError).
 TIMEOUT_NAMES = ("TimeoutError", "CellTimeoutError", "DeadKernelError")
+# Bytes a kernel may send the grader over its life, all sockets and messages together
+# (``JailedExecute.output_bytes``, counted at the socket by ``relay.KernelRelay``).
+OUTPUT_BYTES = 4 * 2**20
 
 
 class JoinDuplicateCells(NbGraderPreprocessor):
@@ -115,6 +119,8 @@ class JailedKernelManager(AsyncKernelManager):
     # The kernel's jail: CPU seconds and processes for a whole notebook, an address-space
     # cap per process, and the jail's cgroup (its memory, CPU share) as ``jail.Limits``.
     LIMITS = jail.Limits(cpu_seconds=1800, processes=128, address_space_bytes=8 * 2**30)
+    # Bytes the kernel may send before it is stopped (``JailedExecute.output_bytes``).
+    message_budget: int = OUTPUT_BYTES
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
@@ -142,26 +148,38 @@ class JailedKernelManager(AsyncKernelManager):
         import socket
         import stat
 
-        made = []
+        made, relayed = [], []
         for port in (self.shell_port, self.iopub_port, self.stdin_port, self.hb_port,
                      self.control_port):
             path = f"{self.ip}-{port}"
+            kernel_path = f"{path}-kernel"  # the kernel's; the client's is the relay's
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(path)
+            sock.bind(kernel_path)
             sock.listen(16)
-            info = os.lstat(path)
+            info = os.lstat(kernel_path)
             if not stat.S_ISSOCK(info.st_mode):
-                raise jail.JailUnavailable(f"{path}: not the socket the grader made")
+                raise jail.JailUnavailable(f"{kernel_path}: not the socket the grader made")
             # Above the descriptor the jail's launcher gives bubblewrap's seccomp filter
             # (jail.SECCOMP_FD), which a redirection would otherwise replace.
             detached = sock.detach()
             fd = fcntl.fcntl(detached, fcntl.F_DUPFD, jail.SECCOMP_FD + 1)
             os.close(detached)
             os.set_inheritable(fd, True)
-            self._socket_ids[path] = (info.st_dev, info.st_ino)
+            self._socket_ids[kernel_path] = (info.st_dev, info.st_ino)
             self._socket_fds.append(fd)
             made.append((path, fd))
+            relayed.append((path, kernel_path))
+        self._relay = KernelRelay(relayed, self.message_budget)
+        for path, _kernel_path in relayed:
+            info = os.lstat(path)
+            self._socket_ids[path] = (info.st_dev, info.st_ino)
+        self._relay.start()
         return made
+
+    def over_budget(self) -> bool:
+        """True once the kernel sent more than ``message_budget`` bytes (``relay``)."""
+        relay = getattr(self, "_relay", None)
+        return relay is not None and relay.over_budget
 
     def sockets_changed(self) -> str | None:
         """The first of the kernel's socket files (or their folder) that is no longer what
@@ -244,9 +262,13 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_is_alive(self) -> bool:
         """False, and the kernel ended, once a socket file changed under the grader."""
         changed = self.sockets_changed()
-        if changed is not None:
-            self.log.error("the kernel's socket %s changed under the grader: the kernel is "
-                           "stopped", changed)
+        if changed is not None or self.over_budget():
+            if changed is not None:
+                self.log.error("the kernel's socket %s changed under the grader: the kernel "
+                               "is stopped", changed)
+            else:
+                self.log.error("the kernel sent more than %d bytes: the kernel is stopped",
+                               self.message_budget)
             if await super()._async_is_alive():
                 await self._async_kill_kernel()
             return False
@@ -257,6 +279,8 @@ class JailedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         self._close_socket_fds()
+        if getattr(self, "_relay", None) is not None:
+            self._relay.close()
         jail.reap(getattr(self, "_jail_uid", None), group=getattr(self, "_jail_group", None))
         self._jail_group = None
         if not restart and getattr(self, "_jail_parent", None):
@@ -277,13 +301,15 @@ def is_hidden_cell(cell: NotebookNode) -> bool:
 
 class JailedExecute(Execute):
     """nbgrader's ``Execute`` with the kernel in the jail, hidden cells left to the
-    grader, no cell run after one that ran out of time, at most ``output_bytes`` of kernel
-    messages and ``max_outputs`` outputs kept from the whole run (a flood would fill the
+    grader, no cell run after one that ran out of time, at most ``output_bytes`` sent by
+    the kernel and ``max_outputs`` outputs kept from the whole run (a flood would fill the
     grader's memory and disk), and at most ``notebook_seconds`` of wall time for the
     notebook's own cells.
 
-    Every message the kernel sends while a cell runs counts against ``output_bytes``, whole
-    (header, metadata, content, buffers), whatever its kind; past the budget, or past
+    Every byte the kernel sends, on any socket, counts against ``output_bytes`` before the
+    grader reads it (``relay.KernelRelay``, between the kernel and nbclient's client); past
+    the budget the kernel is stopped, the cell that was running says so and the cells after
+    it are not run (the hidden cells are graded apart, so the points do not change). Past
     ``max_outputs`` outputs, only the messages that end a cell are still read and a short
     note stands for the rest. Once ``notebook_seconds`` have passed since the first cell
     started, only the test cells whose points come from the kernel (and the solution cells
@@ -293,9 +319,11 @@ class JailedExecute(Execute):
     pages that show it (``feedback.clean_notebook``).
     """
 
-    output_bytes = Integer(4 * 2**20, help="Bytes of kernel messages (all cells together, "
-                                           "whole messages of every kind) kept from the "
-                                           "kernel's run; the rest is dropped with a note."
+    output_bytes = Integer(OUTPUT_BYTES, help="Bytes the kernel may send the grader (all "
+                                              "cells and sockets together, whole messages "
+                                              "of every kind), counted at the socket before "
+                                              "they are read; a kernel that sends more is "
+                                              "stopped and its cell says why."
                            ).tag(config=True)
     message_limit = Integer(16 * 2**20, help="Bytes of the largest part of one kernel message "
                                              "the grader receives; a larger message is dropped "
@@ -323,19 +351,29 @@ class JailedExecute(Execute):
 
         self._stopped_at: int | None = None
         self._stopped_name = ""
+        self._stopped_too_large = False
         self._cells = nb.cells
         self._language = config_language(self.config)  # of the notes written in the cells
-        self._kept_bytes, self._kept_outputs, self._capped = 0, 0, False
+        self._kept_outputs, self._capped = 0, False
         self._run_started: float | None = None
         self._over_time_at: int | None = None
         self._last_graded_in_kernel = max(
             (i for i, c in enumerate(nb.cells) if self._graded_in_kernel(c)), default=-1)
         nb, resources = super().preprocess(nb, resources, retry)
         if self._run_started is not None:
+            relay = getattr(self.km, "_relay", None)
             self.log.info("the notebook's cells ran in %.1f s (limit %g s); kernel messages "
-                          "%d bytes, %d outputs", time.monotonic() - self._run_started,
-                          self.notebook_seconds, self._kept_bytes, self._kept_outputs)
+                          "%s bytes, %d outputs", time.monotonic() - self._run_started,
+                          self.notebook_seconds, relay.received if relay else "uncounted",
+                          self._kept_outputs)
         return clean_notebook(nb), resources
+
+    def create_kernel_manager(self):
+        """nbclient's kernel manager, whose kernel may send ``output_bytes`` bytes."""
+        km = super().create_kernel_manager()
+        if isinstance(km, JailedKernelManager):
+            km.message_budget = int(self.output_bytes)
+        return km
 
     async def async_start_new_kernel_client(self):
         """nbclient's kernel client, whose sockets refuse any message part larger than
@@ -363,52 +401,36 @@ class JailedExecute(Execute):
 
         return run_sync(JailedExecute.async_start_new_kernel_client)(self)
 
-    @staticmethod
-    def message_bytes(msg: dict) -> int:
-        """Size of one kernel message as received: its header, parent header, metadata and
-        content as JSON, and its binary buffers (bytes)."""
-        import json
-
-        size = 0
-        for part in ("header", "parent_header", "metadata", "content"):
-            size += len(json.dumps(msg.get(part), default=str, ensure_ascii=False))
-        for buffer in msg.get("buffers") or ():
-            size += memoryview(buffer).nbytes
-        return size
-
     def _drop_note(self, outs: list) -> None:
         if not self._capped:
             self._capped = True
             with use_language(self._language):
-                note = _("[output past {mib} MiB or {outputs} outputs dropped while "
-                         "grading]").format(mib=self.output_bytes // 2**20,
-                                            outputs=self.max_outputs)
+                note = _("[outputs past the first {outputs} dropped while grading]"
+                         ).format(outputs=self.max_outputs)
             outs.append(nbformat.v4.new_output("stream", name="stdout", text=f"\n{note}\n"))
 
     def process_message(self, msg: dict, cell: NotebookNode, cell_index: int):
-        """nbclient's handling of one message of the kernel, counted whole; past the
-        budget only the messages that frame a cell are handled."""
-        self._kept_bytes += self.message_bytes(msg)
+        """nbclient's handling of one message of the kernel (its bytes were counted at the
+        socket: ``relay``); past ``max_outputs`` outputs only the messages that frame a
+        cell are handled."""
         kind = msg.get("msg_type")
         if kind in self._FRAMING:
             return super().process_message(msg, cell, cell_index)
         if str(kind).startswith("comm"):
             return None  # widgets: nothing the kit shows or grades
-        if self._kept_bytes > self.output_bytes or self._kept_outputs >= self.max_outputs:
+        if self._kept_outputs >= self.max_outputs:
             self._drop_note(cell.outputs)
             return None
         return super().process_message(msg, cell, cell_index)
 
     def on_cell_executed(self, **kwargs: Any) -> None:
         """nbgrader's record of a cell's error from the kernel's reply (the shell message
-        that ends a cell), counted whole like every message; past the budget the error is
-        recorded by its name only (``TIMEOUT_NAMES`` still see a time-out)."""
+        that ends a cell); past ``max_outputs`` outputs the error is recorded by its name
+        only (``TIMEOUT_NAMES`` still see a time-out)."""
         cell, reply = kwargs["cell"], kwargs.get("execute_reply") or {}
-        self._kept_bytes += self.message_bytes(reply)
         content = reply.get("content") or {}
         before = len(cell.outputs)
-        if content.get("status") == "error" and (self._kept_bytes > self.output_bytes or
-                                                  self._kept_outputs >= self.max_outputs):
+        if content.get("status") == "error" and self._kept_outputs >= self.max_outputs:
             ename = str(content.get("ename", "Error"))[:200]
             if not any(o.get("output_type") == "error" and o.get("ename") == ename
                        for o in cell.outputs):
@@ -467,8 +489,14 @@ class JailedExecute(Execute):
             return cell, resources
         if self._stopped_at is not None:
             with use_language(self._language):
-                note = _("[not run: {cell} ran out of time, so the cells after it were not "
-                         "run while grading]").format(cell=self._stopped_name)
+                if self._stopped_too_large:
+                    note = _("[not run: the kernel sent more than {mib:g} MiB while {cell} "
+                             "ran and was stopped, so the cells after it were not run while "
+                             "grading]").format(cell=self._stopped_name,
+                                                mib=self.output_bytes / 2**20)
+                else:
+                    note = _("[not run: {cell} ran out of time, so the cells after it were "
+                             "not run while grading]").format(cell=self._stopped_name)
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note + "\n")]
             return cell, resources
         if self._run_started is None:
@@ -491,20 +519,30 @@ class JailedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
-            # The kernel stopped answering (a fork bomb, a flood, memory): the cells after
-            # this one are not run; the points come from the jailed grader all the same.
-            # The jail's cgroup says whether its memory limit ended the kernel.
-            memory = self._memory_limit_reached()
+            # The kernel stopped answering (a fork bomb, a flood, memory), or was stopped
+            # for sending past its budget: the cells after this one are not run; the points
+            # come from the jailed grader all the same. The jail's cgroup says whether its
+            # memory limit ended the kernel.
+            over = isinstance(self.km, JailedKernelManager) and self.km.over_budget()
+            memory = None if over else self._memory_limit_reached()
             with use_language(self._language):
-                said = _("the kernel's processes reached the jail's memory limit ({mib} MiB for "
-                         "all of them and /tmp together) and the kernel ended them").format(
-                             mib=memory // 2**20) if memory else \
-                    _("the kernel stopped responding")
-                cell.outputs = list(cell.get("outputs", [])) + [nbformat.v4.new_output(
-                    "error", ename=type(exc).__name__, evalue=said,
-                    traceback=[_("{error}: {said} while this cell ran").format(
-                        error=type(exc).__name__, said=said)])]
-            self._stop(index)
+                if over:
+                    refusal = _("the kernel sent more than {mib:g} MiB while this cell ran, "
+                                "so it was stopped unread").format(
+                                    mib=self.output_bytes / 2**20)
+                    error = nbformat.v4.new_output("error", ename="OutputTooLarge",
+                                                   evalue=refusal, traceback=[refusal])
+                else:
+                    said = _("the kernel's processes reached the jail's memory limit ({mib} MiB "
+                             "for all of them and /tmp together) and the kernel ended them"
+                             ).format(mib=memory // 2**20) if memory else \
+                        _("the kernel stopped responding")
+                    error = nbformat.v4.new_output(
+                        "error", ename=type(exc).__name__, evalue=said,
+                        traceback=[_("{error}: {said} while this cell ran").format(
+                            error=type(exc).__name__, said=said)])
+                cell.outputs = list(cell.get("outputs", [])) + [error]
+            self._stop(index, too_large=over)
             return cell, resources
         if any(o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
                for o in cell.get("outputs", [])):
@@ -524,13 +562,15 @@ class JailedExecute(Execute):
             return int(group.memory_bytes)
         return None
 
-    def _stop(self, index: int) -> None:
+    def _stop(self, index: int, too_large: bool = False) -> None:
         """No cell after cell ``index`` runs; the note in each names that cell as the
         feedback page shows it (``submission.cell_name``: by its id and graded part, never
-        by a number the page does not show)."""
+        by a number the page does not show) and why: it ran out of time, or the kernel
+        sent past ``output_bytes`` while it ran (``too_large``)."""
         from .submission import cell_name
 
         self._stopped_at = index
+        self._stopped_too_large = too_large
         with use_language(self._language):
             self._stopped_name = cell_name(self._cells, index)
 

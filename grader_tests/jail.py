@@ -245,6 +245,17 @@ def _seccomp_file() -> str:
     return path
 
 
+def seccomp_file() -> str:
+    """Path of a file of this process holding ``seccomp_bpf()``: bound read-only into the
+    sandbox worker's jail, whose start-up loads the same filter once more with the kernel's
+    log flag, before any student code (``observed``).
+
+    Raises:
+        JailUnavailable: the filter cannot be built (``seccomp_bpf``).
+    """
+    return _seccomp_file()
+
+
 def _remove_own(folder: str, pid: int) -> None:
     """Remove ``folder`` at exit, in the process that made it only (not a forked child)."""
     if os.getpid() == pid:
@@ -484,7 +495,7 @@ def _limits_preexec(limits: Limits, keep_fds: tuple[int, ...],
 
 
 def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
-            private_dirs: Iterable[str] = (), submission_dir: str | None = None,
+            submission_dir: str | None = None,
             cwd: str = "/tmp", env: dict[str, str] | None = None,
             limits: Limits = Limits(), slot: int | None = None,
             new_session: bool = True, keep_fds: Sequence[int] = ()) -> Command:
@@ -494,10 +505,6 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         argv: the program and its arguments, as paths seen inside the jail (the Python
             environment keeps its own paths).
         readonly: ``(source, destination)`` pairs bound read-only (files or folders).
-        private_dirs: absolute folders under ``/tmp`` made inside the jail on its private,
-            size-capped ``/tmp``, writable by the jailed user (a kernel's socket folder);
-            the grader reaches them with ``inside_path``. Nothing of the host is bound
-            writable.
         submission_dir: folder of the submission, bound read-only at ``SUBMISSION_DIR``.
         cwd: working directory inside the jail.
         env: variables set inside, on top of ``ENV_BASE`` and the allowed ones.
@@ -514,16 +521,10 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
         Command (``argv`` and the ``preexec`` function that sets the limits).
 
     Raises:
-        ValueError: if a folder of ``private_dirs`` is not an absolute path under ``/tmp``,
-            or ``keep_fds`` holds ``SECCOMP_FD``.
+        ValueError: if ``keep_fds`` holds ``SECCOMP_FD``.
         JailUnavailable: the seccomp filter cannot be built (``seccomp_bpf``), or the
             jail's control group cannot be made (``cgroup.make``; unless opted out).
     """
-    private_dirs = [os.path.normpath(d) for d in private_dirs]
-    for folder in private_dirs:
-        if not folder.startswith("/tmp/") or "/.." in folder:
-            raise ValueError(f"{folder}: a private folder of the jail must be under /tmp (its "
-                             f"size-capped tmpfs)")
     bwrap = bwrap_path() or "bwrap"
     root = os.geteuid() == 0
     uid = JAIL_UID_BASE + ((os.getpid() if slot is None else slot) % JAIL_UIDS)
@@ -581,10 +582,6 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
     for source, dest in readonly:
         directory(dest)
         args += ["--ro-bind", source, dest]
-    for folder in private_dirs:  # on the jail's own /tmp: bounded by ``tmp_bytes``
-        directory(folder)
-        args += ["--perms", "0777", "--dir", folder]
-        made.add(folder)
     variables = {k: os.environ[k] for k in ENV_ALLOWED if k in os.environ}
     variables.update(ENV_BASE)
     variables.update(env or {})
@@ -607,53 +604,6 @@ def command(argv: Sequence[str], *, readonly: Iterable[tuple[str, str]] = (),
             raise JailUnavailable(str(exc)) from None
     return Command(args, _limits_preexec(limits, tuple(keep_fds), group),
                    uid if root else None, group)
-
-
-def _running(pid: int) -> bool:
-    """True if process ``pid`` exists and has not ended (a zombie has)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def inside_path(bwrap_pid: int, path: str, timeout: float = 30.0,
-                poll: float = 0.01) -> str:
-    """The grader's view of ``path`` inside the running jail of the bubblewrap process
-    ``bwrap_pid``: ``/proc/<child>/root<path>``, where ``<child>`` is bubblewrap's child
-    (the jail's first process, in the jail's mount namespace). Waits until the jail's
-    folders are in place: ``path`` must be a folder the jail makes (``private_dirs``) and
-    that does not exist on the host, so that it is found only once the jail's root is.
-
-    Args:
-        bwrap_pid: process id of the ``bwrap`` command (``Popen.pid``).
-        path: absolute path of a folder inside the jail.
-        timeout: seconds to wait for the jail.
-        poll: seconds between looks.
-
-    Returns:
-        The host path of ``path`` (valid while the jail runs).
-
-    Raises:
-        JailUnavailable: if the jail ended, or did not make ``path`` within ``timeout``.
-    """
-    deadline = time.monotonic() + timeout
-    children = f"/proc/{bwrap_pid}/task/{bwrap_pid}/children"
-    while True:
-        try:
-            with open(children, encoding="ascii") as f:
-                child = f.read().split()
-        except OSError:
-            child = []
-        if child:
-            view = f"/proc/{child[0]}/root{path}"
-            if os.path.isdir(view):
-                return view
-        if not _running(bwrap_pid) or time.monotonic() > deadline:
-            raise JailUnavailable(f"the jail (bwrap, pid {bwrap_pid}) did not make {path} "
-                                  f"within {timeout:g} s")
-        time.sleep(poll)
 
 
 def chown_for_jail(path: str) -> None:

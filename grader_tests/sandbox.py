@@ -37,7 +37,7 @@ import numpy as np
 
 from solutions.training import ModelConfig
 
-from . import assignments, config, evidence, i18n, jail, submission, wire
+from . import assignments, config, evidence, i18n, jail, observed, submission, wire
 from .assignments import EXERCISE_VARIABLES, POINTS, Assignment  # noqa: F401  (re-exported)
 from .guard import (CHECK_TIME_LIMIT, SPEC_FUNCTIONS, StudentTimeout, WorkerDied,
                     allowed_callees, callees, check_callee_size, time_limit)
@@ -98,6 +98,8 @@ class Sandbox:
         self.callables = {}   # key -> a function of ours the worker may call back
         self.callees = {}     # graded name -> what answers it for the function being graded
         self.refused = []     # callbacks the worker asked for and was never offered
+        self.refused_calls = []  # system calls the jail refused (``observed``)
+        self._observed = None
         self.deadline = None  # of the call in progress: nested calls share it
 
     # -- process management ---------------------------------------------------------------
@@ -111,6 +113,12 @@ class Sandbox:
                 these into a grade).
         """
         parent, child = socket.socketpair()
+        if child.fileno() <= jail.SECCOMP_FD:  # the jail's launcher opens its filter there
+            import fcntl
+
+            moved = fcntl.fcntl(child.fileno(), fcntl.F_DUPFD_CLOEXEC, jail.SECCOMP_FD + 1)
+            child.close()
+            child = socket.socket(fileno=moved)
         if self.scratch is None:
             self.scratch = jail.scratch_folder("submission")
             jail.chown_for_jail(self.scratch)
@@ -122,9 +130,10 @@ class Sandbox:
             jail.require()
             code = [(os.path.join(HERE, f), f"{jail.CODE_DIR}/{PACKAGE}/{f}")
                     for f in WORKER_FILES]
+            code.append((jail.seccomp_file(), observed.LOGGED_FILTER))
             command = jail.command(
                 [sys.executable, "-I", f"{jail.CODE_DIR}/{PACKAGE}/_worker.py", fd,
-                 str(self.memory_mb)],
+                 str(self.memory_mb), observed.LOGGED_FILTER],
                 readonly=code, submission_dir=self.scratch, keep_fds=(child.fileno(),),
                 limits=self.limits)
             argv, preexec, cwd, env = command.argv, command.preexec, None, None
@@ -136,6 +145,8 @@ class Sandbox:
             argv, preexec, cwd = [sys.executable, "-I", WORKER, fd, str(self.memory_mb)], \
                 os.setsid, self.scratch
             path = self.inside
+        # the kernel's log of this jail's refused calls, from before it starts
+        self._observed = observed.RefusedCalls(self.uid if self.jailed else None)
         self.proc = subprocess.Popen(argv, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      cwd=cwd, env=env, preexec_fn=preexec)
@@ -176,6 +187,10 @@ class Sandbox:
                 self._observe()
             jail.reap(self.uid, group=self.group)  # the jail gone before anything else starts
             self.group = None
+        if self._observed is not None:
+            self.refused_calls += [n for n in self._observed.names()
+                                   if n not in self.refused_calls]
+            self._observed = None
 
     def _observe(self):
         """Add the kernel's counts in the jail's group (``cgroup.Group.observations``) to
@@ -190,9 +205,10 @@ class Sandbox:
             self.observed[key] = self.observed.get(key, 0) + value
 
     def observation_flags(self):
-        """What the jail's cgroups observed, as flags for the report: the whole jail's
-        memory limit reached (the kernel's OOM killer ended a process, or usage met it),
-        new processes refused at its process limit."""
+        """What the jail observed, as flags for the report: the whole jail's memory limit
+        reached (the kernel's OOM killer ended a process, or usage met it), new processes
+        refused at its process limit (its cgroup's counts), and the system calls its
+        seccomp filter refused (the kernel's audit records)."""
         flags = []
         if self.observed.get("memory_limit_hits") or self.observed.get("oom_kills"):
             flags.append(i18n._("the submission's processes reached the jail's memory limit "
@@ -205,6 +221,9 @@ class Sandbox:
                                 "({pids}): new processes were refused {count} times").format(
                                     pids=self.pids_limit,
                                     count=self.observed["pids_limit_hits"]))
+        if self.refused_calls:  # seen by the machine's kernel, after the jail ended
+            flags.append(i18n._("the jail refused system calls the submission's processes "
+                                "made: {calls}").format(calls=", ".join(self.refused_calls)))
         return flags
 
     def close(self):
@@ -518,7 +537,8 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
     from outside: a check that found a value gamed (``tampering_flags``), a callback the
     process asked for and was never offered, the submission's own source naming the kit's
     files or modules or reaching for the grading machinery (``evidence``), a load that
-    never finished. A flag withholds the grade for review; it does not change the points.
+    never finished, a system call the jail's filter refused, as the machine's kernel
+    reported it for the jail's uid (``observed``). A flag withholds the grade for review; it does not change the points.
 
     Args:
         path: str, a notebook or ``.py`` file.
@@ -551,38 +571,45 @@ def grade_isolated(path, names=None, memory_mb=1024, assignment="attention", jai
 def _grade_isolated(path, names, memory_mb, assignment, jailed, allowed_modules, limits):
     if jailed:
         jail.require()
-    points = graded_points(assignment)
     flags = [i18n._("the submission {finding}").format(finding=e)
              for e in evidence.kit_references(path)]
     box = Sandbox(path, memory_mb=memory_mb, assignment=assignment, jailed=jailed,
                   allowed_modules=allowed_modules, limits=limits)
     try:
-        try:
-            box.start()
-        except (StudentTimeout, WorkerDied) as exc:
-            what = (i18n._("the submission did not finish loading within {seconds:g} s").format(
-                seconds=box.load_time_limit) if isinstance(exc, StudentTimeout) else
-                i18n._("the submission's processes reached the jail's memory limit ({mib} MiB "
-                       "for all of them and /tmp together) while loading, and the kernel "
-                       "ended them").format(mib=exc.memory_bytes // 2**20)
-                if exc.memory_bytes else
-                i18n._("the submission ended its process while loading (exit, signal or memory "
-                       "exhausted)"))
-            results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
-                i18n.N_("the submission loads"), False,
-                "timeout" if isinstance(exc, StudentTimeout) else "crash",
-                i18n._("{what}: nothing could be graded.").format(what=what))])
-                for n in (names or points)}
-            return results, [what], flags + box.observation_flags()
-        ns = remote_namespace(box)
-        results = grade_namespace(ns, names, assignment=assignment)
-        cell_errors = box.cell_errors
-        flags += [i18n._("the submission's process asked the grader for {name!r}, which it "
-                         "was never offered").format(name=name)
-                  for name in dict.fromkeys(box.refused)]
+        results, cell_errors, flags = _grade_in(box, names, assignment, flags)
     finally:
         box.close()
-    flags += box.observation_flags()
+    flags += [f for f in box.observation_flags() if f not in flags]
+    return results, cell_errors, flags
+
+
+def _grade_in(box, names, assignment, flags):
+    """``grade_isolated``'s results, cell errors and flags, from the started ``box``
+    (closed by the caller, whose observations it adds)."""
+    points = graded_points(assignment)
+    try:
+        box.start()
+    except (StudentTimeout, WorkerDied) as exc:
+        what = (i18n._("the submission did not finish loading within {seconds:g} s").format(
+            seconds=box.load_time_limit) if isinstance(exc, StudentTimeout) else
+            i18n._("the submission's processes reached the jail's memory limit ({mib} MiB "
+                   "for all of them and /tmp together) while loading, and the kernel "
+                   "ended them").format(mib=exc.memory_bytes // 2**20)
+            if exc.memory_bytes else
+            i18n._("the submission ended its process while loading (exit, signal or memory "
+                   "exhausted)"))
+        results = {n: FunctionResult(n, 0.0, float(points[n]), [CheckResult(
+            i18n.N_("the submission loads"), False,
+            "timeout" if isinstance(exc, StudentTimeout) else "crash",
+            i18n._("{what}: nothing could be graded.").format(what=what))])
+            for n in (names or points)}
+        return results, [what], flags
+    ns = remote_namespace(box)
+    results = grade_namespace(ns, names, assignment=assignment)
+    cell_errors = box.cell_errors
+    flags += [i18n._("the submission's process asked the grader for {name!r}, which it "
+                     "was never offered").format(name=name)
+              for name in dict.fromkeys(box.refused)]
     return results, cell_errors, flags + [f for f in tampering_flags(results) if f not in flags]
 
 

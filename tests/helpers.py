@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -314,3 +316,27 @@ def still_running(processes: "dict[int, object]") -> list:
         except psutil.NoSuchProcess:
             pass
     return alive
+
+
+class PeakMemory:
+    """The growth of this process's resident set (bytes) while the block runs."""
+
+    def __enter__(self):
+        import psutil
+
+        self.process = psutil.Process()
+        self.base = self.peak = self.process.memory_info().rss
+        self.running = True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while self.running:
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            time.sleep(0.005)
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()
+        self.growth = self.peak - self.base

@@ -2,9 +2,10 @@
 its limits or into the pages that show it (the autograded notebook in the formgrader, the
 feedback page):
 
-- the output budget of ``JailedExecute`` counts every kernel message whole, whatever its
-  kind (a display's metadata, an error's message and traceback), and bounds the number of
-  outputs;
+- the output budget of ``JailedExecute`` counts every byte the kernel sends, whatever the
+  message's kind (a display's metadata, an error's message and traceback), at the socket
+  before the grader reads it, and bounds the number of outputs; a kernel that floods past
+  it is stopped, and the classmate graded next is graded as usual;
 - outputs' and cells' metadata, execution counts, attachments: the student data nbconvert's
   HTML templates write into tag attributes or read as a given type, cleaned
   (``feedback.clean_notebook``) when the autograded notebook is written and again for the
@@ -148,19 +149,6 @@ def test_only_the_kits_note_carries_grading_note_after_autograde(tmp_path):
     assert out.cells[0].source.startswith(NOTE_MARK)
 
 
-def test_every_part_of_a_kernel_message_counts_against_the_budget():
-    small = {"header": {"msg_type": "display_data"}, "parent_header": {}, "metadata": {},
-             "content": {"data": {"text/plain": "x"}, "metadata": {}}, "buffers": []}
-    base = JailedExecute.message_bytes(small)
-    assert 0 < base < 200
-    for part, value in (("content", {"data": {"text/plain": "x"}, "metadata": {"p": "m" * 10**6}}),
-                        ("content", {"ename": "E", "evalue": "e" * 10**6, "traceback": []}),
-                        ("metadata", {"pad": "m" * 10**6}),
-                        ("buffers", [b"b" * 10**6])):
-        big = dict(small, **{part: value})
-        assert JailedExecute.message_bytes(big) >= 10**6, part
-
-
 # --- through nbgrader: autograde, then generate_feedback ---------------------------------
 
 
@@ -194,7 +182,6 @@ def test_output_past_the_budget_is_dropped_whatever_the_message_kind(course):
     6 MB message pass ``JailedExecute``'s 4 MiB output budget uncounted."""
     import nbformat
 
-    from grader_tests.autograde import JailedExecute
 
     nb = correct_notebook(course)
     nb.cells.append(nbformat.v4.new_code_cell(
@@ -213,6 +200,70 @@ def test_output_past_the_budget_is_dropped_whatever_the_message_kind(course):
     assert written < len(handed_in) + budget + 2**20, (
         f"the autograded notebook is {written / 2**20:.1f} MiB for a {len(handed_in) / 2**10:.0f}"
         f" kB notebook, past the {budget / 2**20:.0f} MiB output budget")
+
+
+def _peak_rss_of(proc: subprocess.Popen, timeout: float) -> int:
+    """The largest resident set (bytes) of ``proc`` (only that process, not its kernels or
+    jails), sampled every 5 ms until it ends."""
+    import psutil
+
+    watched, peak = psutil.Process(proc.pid), 0
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.005)
+    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    return peak
+
+
+@pytest.mark.slow
+@needs_jail
+def test_an_iopub_flood_stops_that_kernel_and_the_classmate_is_graded_as_usual(course):
+    """The catalogue's IOPub flood (forty displays of 15 MB, each under ZeroMQ's per-part
+    limit) in one student's notebook: nbgrader's autograde process stays under 400 MiB
+    (it reached 1.5 GB when it received and decoded them all), the flooding cell says its
+    kernel was stopped for sending past the budget (not that it ran out of time), the cells
+    after it say why they were not run, its functions are graded in full, and the
+    classmate graded after it (``honest`` sorts after ``flood``) gets 100 as usual."""
+    from nbgrader.api import Gradebook
+
+    from tests.catalogue.attacks import IOPUB_FLOOD
+
+    nb = correct_notebook(course)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(IOPUB_FLOOD))
+    nb.cells.insert(3, nbformat.v4.new_code_cell("print('after the flood')\n"))
+    _class_with(course, "flood", {"attention.ipynb": nbformat.writes(nb).encode("utf-8")})
+    proc = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", "attention",
+                             "--create", "--force"], cwd=course, env=kit_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    import threading
+
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    peak = _peak_rss_of(proc, timeout=1800)
+    reader.join(10)
+    assert proc.returncode == 0, "".join(errors)[-3000:]
+    assert peak < 400 * 2**20, f"nbgrader's autograde peaked at {peak / 2**20:.0f} MiB"
+    graded = nbformat.read(str(course / "autograded" / "flood" / "attention" /
+                               "attention.ipynb"), 4)
+    flood = next(c for c in graded.cells if "kernel.session.send" in c.source)
+    assert [o.get("ename") for o in flood.outputs if o.get("output_type") == "error"] == [
+        "OutputTooLarge"], flood.outputs
+    assert "4 MiB" in flood.outputs[-1]["evalue"]
+    after = next(c for c in graded.cells if c.source.startswith("print('after the flood"))
+    assert "more than 4 MiB" in after.outputs[0]["text"] and \
+        "ran out of time" not in after.outputs[0]["text"], after.outputs
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert float(gb.find_submission("attention", "flood").score) == 100.0
+        assert float(gb.find_submission("attention", "honest").score) == 100.0
+    honest = nbformat.read(str(course / "autograded" / "honest" / "attention" /
+                                "attention.ipynb"), 4)
+    assert not any(o.get("ename") == "OutputTooLarge" for c in honest.cells
+                   for o in c.get("outputs", ())), "the classmate's kernel was stopped"
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import threading
 import uuid
 
 import nbformat
@@ -99,7 +100,8 @@ def test_the_kernels_sockets_are_the_graders_files_in_a_folder_of_its_own(tmp_pa
             folder = os.lstat(km._jail_sockets)
             assert stat.S_IMODE(folder.st_mode) == 0o700 and folder.st_uid == os.geteuid()
             assert "/proc/" not in km.ip and km.ip.startswith(km._jail_sockets + "/")
-            assert len(km._socket_ids) == 5 and km.sockets_changed() is None
+            # the kernel's five and the relay's five the client connects to
+            assert len(km._socket_ids) == 10 and km.sockets_changed() is None
             assert await km.is_alive()
             # a socket file that changes under the grader ends the kernel
             victim = next(iter(km._socket_ids))
@@ -112,3 +114,110 @@ def test_the_kernels_sockets_are_the_graders_files_in_a_folder_of_its_own(tmp_pa
             await km.shutdown_kernel(now=True)
 
     asyncio.run(run())
+
+
+def _echo_kernel(path: str, sends: int) -> tuple[socket.socket, threading.Thread]:
+    """A stand-in for a kernel's socket at ``path``: for each connection, echo what it
+    receives, then send ``sends`` bytes of its own."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(4)
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            data = conn.recv(1024)
+            conn.sendall(data)
+            try:
+                conn.sendall(b"k" * sends)
+            except OSError:
+                pass  # the relay cut it off
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_the_relay_passes_bytes_both_ways_and_cuts_a_kernel_off_past_its_budget(tmp_path):
+    from grader_tests.relay import CHUNK, KernelRelay
+
+    budget = 1_000_000
+    server, thread = _echo_kernel(str(tmp_path / "k"), sends=50_000_000)
+    relay = KernelRelay([(str(tmp_path / "c"), str(tmp_path / "k"))], budget)
+    relay.start()
+    try:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(tmp_path / "c"))
+        client.sendall(b"ping")
+        got = b""
+        while True:
+            data = client.recv(1 << 20)
+            if not data:
+                break
+            got += data
+        assert got.startswith(b"pingkkkk")
+        # the client holds at most the budget; the relay read at most one chunk past it
+        assert len(got) <= budget and budget < relay.received <= budget + CHUNK
+        assert relay.over_budget
+        again = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with pytest.raises(ConnectionRefusedError):
+            again.connect(str(tmp_path / "c"))
+    finally:
+        relay.close()
+        server.close()
+        thread.join(10)
+
+
+def test_an_honest_kernels_bytes_stay_under_the_budget(tmp_path):
+    from grader_tests.relay import KernelRelay
+
+    server, thread = _echo_kernel(str(tmp_path / "k"), sends=300_000)
+    open_before = len(os.listdir("/proc/self/fd"))
+    relay = KernelRelay([(str(tmp_path / "c"), str(tmp_path / "k"))], 1_000_000)
+    relay.start()
+    try:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(str(tmp_path / "c"))
+        client.sendall(b"ping")
+        got = b""
+        while len(got) < 300_004:
+            data = client.recv(1 << 20)
+            assert data, len(got)
+            got += data
+        assert got == b"ping" + b"k" * 300_000 and not relay.over_budget
+        assert relay.received == 300_004
+        client.close()
+    finally:
+        relay.close()
+        server.close()
+        thread.join(10)
+    # the relay keeps no descriptor once closed (a class of 300 kernels would run out)
+    assert len(os.listdir("/proc/self/fd")) == open_before - 1  # the server's, closed too
+
+
+@needs_jail
+def test_an_iopub_flood_stops_the_kernel_before_the_grader_holds_it(tmp_path):
+    """The catalogue's IOPub flood (forty displays of 15 MB, each under ZeroMQ's per-part
+    limit): the grader's resident set grows by less than 64 MiB (the budget is 4 MiB;
+    received and decoded, the flood held 528 MiB of this process here, 1.5 GB in
+    nbgrader's), the cell says the kernel was stopped for what it sent, and the cells after
+    it say so too, never that it ran out of time."""
+    from tests.catalogue.attacks import IOPUB_FLOOD
+    from tests.helpers import PeakMemory
+
+    folder = tmp_path / "attention"
+    folder.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print(6 * 7)"),
+                nbformat.v4.new_code_cell(IOPUB_FLOOD),
+                nbformat.v4.new_code_cell("print('after')")]
+    execute = JailedExecute(timeout=60, startup_timeout=120, interrupt_on_timeout=True)
+    with PeakMemory() as memory:
+        out, _ = execute.preprocess(nb, {"metadata": {"path": str(folder)}})
+    assert memory.growth < 64 * 2**20, memory.growth
+    assert "42" in out.cells[0].outputs[0]["text"]
+    assert [o.get("ename") for o in out.cells[1].outputs] == ["OutputTooLarge"]
+    assert "flooded" not in str(out.cells[1].outputs)
+    note = out.cells[2].outputs[0]["text"]
+    assert "more than 4 MiB" in note and "ran out of time" not in note, note
+    assert execute.km is None or not execute.km.has_kernel

@@ -10,42 +10,19 @@ bound each test states is the growth over the resident set just before.
 
 from __future__ import annotations
 
-import threading
 import time
 
-import psutil
 import pytest
 
 from grader_tests import jail, wire
 from grader_tests.sandbox import grade_isolated
+from tests.helpers import PeakMemory
 
 needs_jail = pytest.mark.skipif(jail.problem() is not None, reason=f"no jail: {jail.problem()}")
 
 MiB = 2**20
 NESTED = b'{"op": "result", "value": [' + b"[]," * 6_000_000 + \
     b'[]], "args": [], "kwargs": {"__dict__": []}}'  # 18 MB of nested empty lists
-
-
-class PeakMemory:
-    """The growth of this process's resident set (bytes) while the block runs."""
-
-    def __enter__(self):
-        self.process = psutil.Process()
-        self.base = self.peak = self.process.memory_info().rss
-        self.running = True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self):
-        while self.running:
-            self.peak = max(self.peak, self.process.memory_info().rss)
-            time.sleep(0.005)
-
-    def __exit__(self, *exc):
-        self.running = False
-        self.thread.join()
-        self.growth = self.peak - self.base
 
 
 def test_an_amplifying_message_is_refused_before_it_is_built():

@@ -238,3 +238,41 @@ OPS_PASSTHROUGH = '''
     def answer_accuracy(generated, expected):
         return _saved["ops"].answer_accuracy(generated, expected)
 '''
+
+# A notebook cell that floods the kernel's IOPub socket: forty displays of 15 MB each,
+# serialised once and sent as they are (so they cost the kernel nothing), each under
+# ZeroMQ's per-part limit (``JailedExecute.message_limit``). Received and decoded whole,
+# they held some 1.5 GB of the grader's memory before its output budget counted them.
+IOPUB_FLOOD = '''
+import json
+kernel = get_ipython().kernel
+packed = json.dumps({"data": {"text/plain": "x" * 15_000_000}, "metadata": {},
+                     "transient": {}}).encode()
+for _ in range(40):
+    kernel.session.send(kernel.iopub_socket, "display_data", content=packed,
+                        parent=kernel.get_parent("shell"))
+print("flooded")
+'''
+
+# Reaches the jail itself refuses and the machine's kernel logs (``grader_tests.observed``):
+# each replaces ``softmax``, tries its reach (through a program of the system, or the C
+# library), and returns its input unchanged. ``calls``: the system
+# calls the jail's filter must be seen refusing.
+JAIL_REACHES = {
+    "makes a user namespace": dict(source='''
+        import os
+        def softmax(scores, axis=-1):
+            try:
+                os.waitpid(os.posix_spawn("/usr/bin/unshare", ["unshare", "-Urm", "true"],
+                                          {}), 0)
+            except OSError:
+                pass
+            return scores
+    ''', calls=("unshare",)),
+    "mounts a file system": dict(source='''
+        import ctypes
+        def softmax(scores, axis=-1):
+            ctypes.CDLL(None, use_errno=True).mount(b"none", b"/tmp", b"tmpfs", 0, None)
+            return scores
+    ''', calls=("mount",)),
+}
