@@ -199,7 +199,12 @@ nbgrader.apps.autogradeapp.Autograde = autograde_converter()
 
 # --- Due dates and late submissions -------------------------------------------------------
 # A due date is the assignment's, in the gradebook: `nbgrader db assignment add attention
-# --duedate="2025-03-14 17:00:00 UTC"` or formgrader's "Manage Assignments" page. When a
+# --duedate="2025-03-14T17:00:00+01:00"` or formgrader's "Manage Assignments" page. The kit
+# reads it first (grader_tests/due_dates.py), on every path into the gradebook: ISO 8601
+# with its offset or Z, nbgrader's "2025-03-14 16:00:00 UTC" or a zone name, or no zone,
+# read in the course's timezone below; any other form is refused with a message (nbgrader
+# would read "2025-03-14 17:00:00 +0100" as an offset of 100 seconds). COURSE_TIMEZONE is
+# also what formgrader shows times in and what collect records them in. When a
 # student submitted is the `timestamp.txt` that `nbgrader submit` writes and `nbgrader
 # collect` keeps beside the notebook. nbgrader's AssignLatePenalties (an autograde step
 # above) asks the plugin below how many points a late notebook loses; `nbgrader export`
@@ -225,6 +230,14 @@ class LatePenaltyPerDay(LateSubmissionPlugin):
 
 c.AssignLatePenalties.plugin_class = LatePenaltyPerDay
 c.LatePenaltyPerDay.fraction_per_day = 0.1
+
+COURSE_TIMEZONE = "UTC"
+c.NbGraderAPI.timezone = COURSE_TIMEZONE
+c.Exchange.timezone = COURSE_TIMEZONE
+
+from grader_tests.due_dates import install_due_date_rule  # noqa: E402
+
+install_due_date_rule(COURSE_TIMEZONE)
 
 # A submission folder whose notebook was renamed (``attention (1).ipynb``) or that holds
 # several notebooks: the one with the most answered solution cells is graded, under the
