@@ -1,4 +1,5 @@
-"""What the course records around a regrade: due dates read one way."""
+"""What the course records around a regrade: due dates read one way, and the batch's
+comparison with nbgrader's in-kernel scores made only for the same file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from grader_tests.due_dates import DueDateError, parse_due_date
 from tests.helpers import ROOT, kit_env
 
 COURSE_ID = "attention-kit"
+EXAMPLE = ROOT / "example" / "submitted"
+CORRECT = EXAMPLE / "student_correct" / "attention" / "attention.ipynb"
+HEADS_WRONG = EXAMPLE / "student_heads_merged_wrong" / "attention" / "attention.ipynb"
 UTC_16 = datetime.datetime(2025, 3, 14, 16, 0)  # naive UTC, as nbgrader stores a due date
 
 
@@ -89,3 +93,22 @@ def test_nbgrader_db_assignment_add_refuses_a_due_date_it_would_store_shifted(tm
     # formgrader's form (its date and time, a space, the course's offset) reads as meant
     nbgrader(course, "db", "assignment", "add", "attention", "--duedate=2025-03-14T18:00 +0100")
     assert stored_due_date(course) == UTC_16.replace(hour=17)
+
+
+def test_the_batch_compares_with_nbgraders_in_kernel_scores_only_for_the_same_file(tmp_path):
+    import nbformat
+
+    from grader_tests.batch import in_kernel_scores
+
+    autograded = tmp_path / "autograded" / "ada" / "attention"
+    autograded.mkdir(parents=True)
+    nb = nbformat.read(CORRECT, as_version=4)
+    for cell in nb.cells:  # nbgrader's record of a hidden cell's run: an error, 0 points
+        if cell.metadata.get("nbgrader", {}).get("grade_id", "").endswith("_hidden_checks"):
+            cell.outputs = [nbformat.v4.new_output("error", ename="E", evalue="", traceback=[])]
+    nbformat.write(nb, autograded / "attention.ipynb")
+    shutil.copy(CORRECT, tmp_path / "same.ipynb")
+    shutil.copy(HEADS_WRONG, tmp_path / "other.ipynb")
+    scores = in_kernel_scores(str(tmp_path), "ada", "attention", "same.ipynb")
+    assert scores and set(scores.values()) == {0.0}
+    assert in_kernel_scores(str(tmp_path), "ada", "attention", "other.ipynb") is None
