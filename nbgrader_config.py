@@ -337,6 +337,11 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # files are owned by that student's unix user (or the instructor's); any other is left in
 # the inbound, copied to refused/<assignment>/ and reported (README, "The exchange").
 c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
+# `nbgrader release_feedback` releases no page whose score or late penalty differs from
+# the gradebook's (a page generated before a regrade, a grade withdrawn since): the kit's
+# release (grader_tests.exchange.ExchangeReleaseFeedback) names each such student and the
+# `generate_feedback --force` that makes their page again, and releases the others.
+c.ExchangeFactory.release_feedback = "grader_tests.exchange.ExchangeReleaseFeedback"
 c.ExchangeCollect.timestamp_tolerance = 10.0
 
 # `nbgrader zip_collect ASSIGNMENT` takes the files a learning platform's "download all

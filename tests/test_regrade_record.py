@@ -1,9 +1,17 @@
-"""What the course records around a regrade: due dates read one way, and the batch's
-comparison with nbgrader's in-kernel scores made only for the same file."""
+"""What the course records around a regrade: due dates read one way, the late penalty
+and submission time of the file graded on both paths, and feedback that shows the
+gradebook's score.
+
+The regrade test runs what an instructor runs: ``nbgrader db assignment add``,
+``nbgrader autograde``, the kit's ``batch``, the README's feedback commands and a
+student's ``nbgrader fetch_feedback``, each as its own command in a course folder.
+"""
 
 from __future__ import annotations
 
 import datetime
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -112,3 +120,112 @@ def test_the_batch_compares_with_nbgraders_in_kernel_scores_only_for_the_same_fi
     scores = in_kernel_scores(str(tmp_path), "ada", "attention", "same.ipynb")
     assert scores and set(scores.values()) == {0.0}
     assert in_kernel_scores(str(tmp_path), "ada", "attention", "other.ipynb") is None
+
+
+def submission_record(course: Path) -> tuple:
+    """(timestamp, raw score, late penalty, total) of student ``late``'s attention."""
+    from grader_tests.gradebook import session
+
+    with session(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
+        sub = gb.find_submission("attention", "late")
+        penalty = float(sub.late_submission_penalty or 0.0)
+        return (sub.timestamp, round(float(sub.score), 6), round(penalty, 6),
+                round(float(sub.score) - penalty, 6))
+
+
+def batch(course: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
+                           "--workers", "1", "--summary-json", "summary.json"], cwd=course,
+                          env=kit_env(LANG="C", LC_ALL="C"), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (row,) = json.loads((course / "summary.json").read_text())["students"]
+    return row
+
+
+def page_grade(page: Path) -> tuple[float, float]:
+    """The (score after the late penalty, the penalty) a feedback page shows (its heading's record of them)."""
+    found = re.search(r'data-attention-kit-grade="([^"]*)"', page.read_text(encoding="utf-8"))
+    score, penalty = (float(v) for v in found[1].split())
+    return score, penalty
+
+
+def hand_in(course: Path, notebook: Path, when: str) -> None:
+    """What ``nbgrader collect`` leaves in ``submitted/late/attention``."""
+    folder = course / "submitted" / "late" / "attention"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(notebook, folder / "attention.ipynb")
+    (folder / "timestamp.txt").write_text(when)
+
+
+@pytest.mark.slow  # three nbgrader autogrades, two batches, the feedback commands
+def test_a_late_students_regrade_is_the_same_on_both_paths_and_so_is_the_feedback(tmp_path):
+    from grader_tests.gradebook import session
+    from tests.helpers import release_course
+
+    course = release_course(tmp_path / "course")
+    nbgrader(course, "db", "assignment", "add", "attention", "--duedate=2025-03-14T17:00:00Z")
+    hand_in(course, HEADS_WRONG, "2025-03-14 20:00:00.000000 UTC")  # 3 hours late: 10 %
+    folder = course / "submitted" / "late" / "attention"
+    (folder / "submission_secret.txt").write_text("s3cret")  # as nbgrader submit writes it
+    nbgrader(course, "autograde", "attention", "--create")
+    first = submission_record(course)
+    assert first[1:] == (98.0, 9.8, 88.2), first
+
+    # The README's feedback commands, then the student's fetch.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.search(r"^nbgrader generate_feedback attention(.*) && nbgrader "
+                         r"release_feedback attention$", readme, re.M)
+    assert commands, "the README's exchange sequence has its feedback line"
+    generate = ["generate_feedback", "attention", *commands[1].split()]
+    nbgrader(course, *generate)
+    (course / "exchange").mkdir()  # (release_assignment makes it in a course's cycle)
+    nbgrader(course, "release_feedback", "attention")
+    from nbgrader.utils import notebook_hash
+
+    released = course / "exchange" / COURSE_ID / "feedback" / \
+        f"{notebook_hash(secret='s3cret', notebook_id='attention')}.html"
+    assert page_grade(released) == (88.2, 9.8)  # after the penalty, and the penalty
+
+    # The fix, handed in a day later (27 hours late: 20 %), regraded by the batch: the
+    # penalty and the time are the new file's, not the 9.80 autograde left.
+    hand_in(course, CORRECT, "2025-03-15 20:00:00.000000 UTC")
+    row = batch(course)
+    assert row["score"] == 100.0 and row["disagreements"] == [], row  # autograded/: old file
+    by_batch = submission_record(course)
+    assert by_batch == (datetime.datetime(2025, 3, 15, 20), 100.0, 20.0, 80.0), by_batch
+
+    # The page from before the regrade is never released: without --force nbgrader keeps
+    # it, and the release refuses it, naming the student.
+    nbgrader(course, "generate_feedback", "attention")
+    done = nbgrader(course, "release_feedback", "attention")
+    assert "Feedback not released to 'late'" in done.stderr and "88.20" in done.stderr, \
+        done.stderr
+    assert page_grade(released) == (88.2, 9.8)  # the old release stays as it was
+    # The README's commands replace the page: the student fetches the gradebook's score.
+    nbgrader(course, *generate)
+    done = nbgrader(course, "release_feedback", "attention")
+    assert "Feedback not released" not in done.stderr, done.stderr
+    home = tmp_path / "home"
+    cache = home / "cache" / COURSE_ID / "late+attention+2025-03-15 20:00:00.000000 UTC"
+    cache.mkdir(parents=True)
+    shutil.copy(CORRECT, cache / "attention.ipynb")
+    (cache / "submission_secret.txt").write_text("s3cret")
+    nbgrader(home, "fetch_feedback", "attention", f"--course={COURSE_ID}", "--student=late",
+             f"--Exchange.root={course / 'exchange'}", f"--Exchange.cache={home / 'cache'}")
+    (fetched,) = home.glob("**/feedback/*/attention.html")
+    assert page_grade(fetched) == (80.0, 20.0) == (by_batch[3], by_batch[2])
+    assert "(Score: 80.0 / 100.0)" in fetched.read_text(encoding="utf-8")
+
+    nbgrader(course, "autograde", "attention", "--force")
+    assert submission_record(course) == by_batch
+
+    # An extension of two days: the same file is on time on both paths.
+    with session(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
+        gb.grant_extension("attention", "late", days=2)
+    row = batch(course)  # the same file: not graded again, its penalty recomputed
+    assert row["score"] == 100.0 and row["disagreements"] == [], row
+    by_batch = submission_record(course)
+    assert by_batch == (datetime.datetime(2025, 3, 15, 20), 100.0, 0.0, 100.0), by_batch
+    nbgrader(course, "autograde", "attention", "--force")
+    assert submission_record(course) == by_batch
