@@ -121,7 +121,8 @@ def install_due_date_rule(timezone: str = "UTC") -> None:
     """Make nbgrader's ``Gradebook.add_assignment`` and ``update_or_create_assignment``
     read a ``duedate`` with ``parse_due_date`` (``timezone`` for a time with no zone), so
     that every path that records a due date follows the rule; called by the course's
-    ``nbgrader_config.py``. Installing again replaces the timezone.
+    ``nbgrader_config.py``. Installing again replaces the timezone. On ``nbgrader db
+    assignment add`` and ``import`` a refusal is one error line and exit status 1.
 
     Raises:
         zoneinfo.ZoneInfoNotFoundError: ``timezone`` is no known zone.
@@ -141,3 +142,22 @@ def install_due_date_rule(timezone: str = "UTC") -> None:
         ruled._kit_original = original  # type: ignore[attr-defined]
         ruled.__doc__ = original.__doc__
         setattr(Gradebook, method, ruled)
+    _refusal_on_the_command_line()
+
+
+def _refusal_on_the_command_line() -> None:
+    """``nbgrader db assignment add`` and ``import`` end on a refused due date with its
+    message as one error line and exit status 1 (nbgrader's ``fail``), not a traceback."""
+    from nbgrader.apps import dbapp
+
+    for app in (dbapp.DbAssignmentAddApp, dbapp.DbAssignmentImportApp):
+        start = getattr(app.start, "_kit_original", app.start)
+
+        def refusing(self, _start=start):
+            try:
+                return _start(self)
+            except DueDateError as exc:
+                self.fail(str(exc))
+
+        refusing._kit_original = start  # type: ignore[attr-defined]
+        app.start = refusing

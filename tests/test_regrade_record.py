@@ -97,6 +97,7 @@ def test_nbgrader_db_assignment_add_refuses_a_due_date_it_would_store_shifted(tm
     assert done.returncode != 0
     assert "due date '2025-03-14 17:00:00 +0100' refused: nbgrader reads an offset" \
         in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr  # one error line
     assert stored_due_date(course) == UTC_16  # not 16:58:20, nothing changed
     # formgrader's form (its date and time, a space, the course's offset) reads as meant
     nbgrader(course, "db", "assignment", "add", "attention", "--duedate=2025-03-14T18:00 +0100")
