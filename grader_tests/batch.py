@@ -260,10 +260,17 @@ class Recorder:
     def record_time(self, student: str) -> None:
         """The submission time and late penalty of ``student``'s file, by nbgrader's own
         policy as the course configures it (``gradebook.record_submission_time``)."""
-        if self._config is None:
-            self._config = nbgrader_config(self.root)
-        record_submission_time(self.gradebook, self._config, self.assignment.name, student,
-                               self.folders.get(student), self.course_id)
+        try:
+            if self._config is None:
+                self._config = nbgrader_config(self.root)
+            record_submission_time(self.gradebook, self._config, self.assignment.name,
+                                   student, self.folders.get(student), self.course_id)
+        except Exception as exc:  # noqa: BLE001 (one student never stops the batch)
+            self.gradebook.db.rollback()
+            print(_("{student}: the late penalty could not be recorded ({error}); the "
+                    "gradebook keeps its earlier one").format(
+                        student=visible(student), error=f"{type(exc).__name__}: {exc}"),
+                  file=sys.stderr)
 
     def expect(self, student: str, path: str, digest: str, note: str | None) -> None:
         """Remember the file sent to grading for ``student`` (its path, SHA-256, note)."""

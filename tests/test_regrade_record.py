@@ -230,3 +230,68 @@ def test_a_late_students_regrade_is_the_same_on_both_paths_and_so_is_the_feedbac
     assert by_batch == (datetime.datetime(2025, 3, 15, 20), 100.0, 0.0, 100.0), by_batch
     nbgrader(course, "autograde", "attention", "--force")
     assert submission_record(course) == by_batch
+
+
+def small_course(root: Path, config_extra: str = "") -> str:
+    """A course folder with the kit's configuration (plus ``config_extra``), a gradebook
+    holding assignment ``attention`` due 2025-03-14 17:00 UTC with its hidden-check cells,
+    and ``submitted/ada/attention/timestamp.txt`` 3 hours after it. Returns the URL."""
+    from grader_tests.assignments import DEFAULT, grade_id
+    from grader_tests.gradebook import alembic_on_path, session
+
+    root.mkdir()
+    (root / "nbgrader_config.py").write_text(
+        (ROOT / "nbgrader_config.py").read_text(encoding="utf-8") + config_extra,
+        encoding="utf-8")
+    folder = root / "submitted" / "ada" / "attention"
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2025-03-14 20:00:00.000000 UTC")
+    alembic_on_path()
+    url = f"sqlite:///{root / 'gradebook.db'}"
+    with session(url, COURSE_ID) as gb:
+        gb.add_assignment("attention", duedate=datetime.datetime(2025, 3, 14, 17))
+        gb.add_notebook("attention", "attention")
+        for name, points in DEFAULT.points.items():
+            gb.add_grade_cell(grade_id(name), "attention", "attention", max_score=points,
+                              cell_type="code")
+    return url
+
+
+def test_the_batch_records_the_penalty_by_the_courses_plugin_and_a_failure_stops_nothing(
+        tmp_path, capsys):
+    from grader_tests.assignments import DEFAULT
+    from grader_tests.batch import Recorder
+    from grader_tests.batch_log import Log
+    from grader_tests.gradebook import gradebook_has, open_gradebook
+
+    full = {"name": DEFAULT.name, "functions": {
+        name: {"score": float(points)} for name, points in DEFAULT.points.items()}}
+    for course, extra, penalty in [
+            ("kit", "", 10.0),  # the kit's policy: 3 hours late, 10 % of 100
+            ("half", "\nc.LatePenaltyPerDay.fraction_per_day = 0.5\n", 50.0),  # its setting
+            ("broken", "\nclass Broken(LatePenaltyPerDay):\n"
+                       "    def late_submission_penalty(self, *args):\n"
+                       "        raise RuntimeError('plugin broke')\n\n"
+                       "c.AssignLatePenalties.plugin_class = Broken\n", 7.0)]:  # the earlier one
+        root = tmp_path / course
+        url = small_course(root, extra)
+        with open_gradebook(url, COURSE_ID) as gb:
+            if course == "broken":  # an earlier autograde's penalty
+                gb.add_student("ada")
+                gb.add_submission("attention", "ada")
+                gb.find_submission_notebook("attention", "attention", "ada") \
+                    .late_submission_penalty = 7.0
+                gb.db.commit()
+            recorder = Recorder(Log(str(root / "log.jsonl")), gb, DEFAULT, str(root), COURSE_ID)
+            recorder.folders["ada"] = str(root / "submitted" / "ada" / "attention")
+            recorder.write({"student": "ada", "report": full, "flags": []})
+            assert gradebook_has(gb, "attention", "ada", COURSE_ID)  # the grade is written
+            submission = gb.find_submission("attention", "ada")
+            assert submission.timestamp == datetime.datetime(2025, 3, 14, 20)
+            assert submission.late_submission_penalty == penalty, course
+        said = capsys.readouterr().err
+        if course == "broken":
+            assert "ada: the late penalty could not be recorded (RuntimeError: plugin " \
+                "broke); the gradebook keeps its earlier one" in said, said
+        else:
+            assert "could not be recorded" not in said
