@@ -204,7 +204,7 @@ nbgrader.apps.autogradeapp.Autograde = autograde_converter()
 # with its offset or Z, nbgrader's "2025-03-14 16:00:00 UTC" or a zone name, or no zone,
 # read in the course's timezone below; any other form is refused with a message (nbgrader
 # would read "2025-03-14 17:00:00 +0100" as an offset of 100 seconds). COURSE_TIMEZONE is
-# also what formgrader shows times in and what collect records them in. When a
+# also what formgrader shows times in. When a
 # student submitted is the `timestamp.txt` that `nbgrader submit` writes and `nbgrader
 # collect` keeps beside the notebook. nbgrader's AssignLatePenalties (an autograde step
 # above) asks the plugin below how many points a late notebook loses; `nbgrader export`
@@ -233,7 +233,8 @@ c.LatePenaltyPerDay.fraction_per_day = 0.1
 
 COURSE_TIMEZONE = "UTC"
 c.NbGraderAPI.timezone = COURSE_TIMEZONE
-c.Exchange.timezone = COURSE_TIMEZONE
+# (Submission times stay in UTC, nbgrader's default c.Exchange.timezone: submit writes the
+# zone's abbreviation, and one such as CEST is no zone nbgrader can read back.)
 
 from grader_tests.due_dates import install_due_date_rule  # noqa: E402
 
