@@ -339,7 +339,8 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # the inbound, copied to refused/<assignment>/ and reported (README, "The exchange").
 c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
 # `nbgrader release_feedback` releases no page whose score or late penalty differs from
-# the gradebook's (a page generated before a regrade, a grade withdrawn since): the kit's
+# the gradebook's (a page generated before a regrade, a grade withdrawn since) or that is
+# of an earlier submission than the one in submitted/ (its timestamp.txt): the kit's
 # release (grader_tests.exchange.ExchangeReleaseFeedback) names each such student and the
 # `generate_feedback --force` that makes their page again, and releases the others.
 c.ExchangeFactory.release_feedback = "grader_tests.exchange.ExchangeReleaseFeedback"

@@ -494,15 +494,28 @@ class ExchangeCollect(_NbgraderExchangeCollect):
 _PAGE_GRADE = re.compile(r'data-attention-kit-grade="([^"]*)"')
 
 
+def _handed_in_at(folder: str) -> str | None:
+    try:
+        with open(os.path.join(folder, "timestamp.txt"), encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def page_grade_problem(page: str | os.PathLike, gradebook: Any, assignment: str,
-                       student: str) -> str | None:
+                       student: str, submitted: str | os.PathLike | None = None) -> str | None:
     """Why the feedback page ``page`` (``feedback/<student>/<assignment>/<notebook>.html``)
     must not be released, or None: the score (after the late penalty) or the late penalty
-    it shows is not the gradebook's for that notebook (a page generated before a regrade), the gradebook holds
-    no grade (withdrawn after a failed regrade), or the page does not say what it shows.
+    it shows is not the gradebook's for that notebook (a page generated before a
+    regrade), the gradebook holds no grade (withdrawn after a failed regrade), the page
+    does not say what it shows, or it is of another submission than the one in
+    ``submitted`` (its ``timestamp.txt``, which nbgrader keeps beside the page, differs:
+    a regrade by the batch leaves ``autograded/``, and so the page's code and report, the
+    earlier file's).
 
     Args:
         gradebook: an open ``nbgrader.api.Gradebook`` of the course.
+        submitted: the student's folder ``submitted/<student>/<assignment>``, or None.
     """
     from nbgrader.api import MissingEntry
 
@@ -516,23 +529,29 @@ def page_grade_problem(page: str | os.PathLike, gradebook: Any, assignment: str,
     if len(shown) != 2:
         return "the page does not say its score (made by an older template)"
     try:
-        submitted = gradebook.find_submission_notebook(notebook, assignment, student)
+        recorded = gradebook.find_submission_notebook(notebook, assignment, student)
     except MissingEntry:
         return "the gradebook has no submission of this notebook"
     if any(grade.auto_score is None and grade.manual_score is None
-           for grade in submitted.grades):
+           for grade in recorded.grades):
         return "the gradebook holds no grade for it (not graded)"
-    penalty = float(submitted.late_submission_penalty or 0.0)
-    held = [float(submitted.score) - penalty, penalty]  # as nbgrader's GetGrades shows them
+    penalty = float(recorded.late_submission_penalty or 0.0)
+    held = [float(recorded.score) - penalty, penalty]  # as nbgrader's GetGrades shows them
     if any(abs(a - b) > 1e-6 for a, b in zip(shown, held)):
         return (f"the page shows {shown[0]:.2f} points (late penalty {shown[1]:.2f}), the "
                 f"gradebook {held[0]:.2f} (late penalty {held[1]:.2f})")
+    if submitted is not None:
+        page_time, latest = _handed_in_at(os.path.dirname(page)), _handed_in_at(str(submitted))
+        if latest is not None and page_time != latest:
+            return (f"the page is of the submission handed in at {page_time}, submitted/ "
+                    f"holds the one handed in at {latest}")
     return None
 
 
 class ExchangeReleaseFeedback(_NbgraderReleaseFeedback):
     """nbgrader's ``release_feedback``, releasing only pages that show the gradebook's
-    grade: a student any of whose pages differs (``page_grade_problem``) gets none,
+    grade for the student's latest submission: a student any of whose pages differs
+    (``page_grade_problem``) gets none,
     with an error naming the student and the command that makes the page again; the
     others are released as nbgrader releases them."""
 
@@ -546,14 +565,17 @@ class ExchangeReleaseFeedback(_NbgraderReleaseFeedback):
             # (src_path: nbgrader's pattern, feedback/<student or *>/<assignment>)
             for page in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
                 student = os.path.basename(os.path.dirname(os.path.dirname(page)))
-                problem = page_grade_problem(page, gb, self.coursedir.assignment_id, student)
+                assignment = self.coursedir.assignment_id
+                problem = page_grade_problem(page, gb, assignment, student, self.coursedir.format_path(
+                    self.coursedir.submitted_directory, student, assignment))
                 if problem is not None:
                     refused.append(student)
                     self.log.error(
                         "Feedback not released to %r: %s: %s. Run `nbgrader generate_feedback "
-                        "%s --student %s --force`, then release again", student,
-                        os.path.relpath(page, self.coursedir.root), problem,
-                        self.coursedir.assignment_id, student)
+                        "%s --student %s --force` (after `nbgrader autograde %s --student %s "
+                        "--force` if the page is of an earlier submission), then release "
+                        "again", student, os.path.relpath(page, self.coursedir.root), problem,
+                        assignment, student, assignment, student)
         excluded = self.coursedir.student_id_exclude
         if refused:
             self.coursedir.student_id_exclude = ",".join(

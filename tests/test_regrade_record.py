@@ -201,6 +201,17 @@ def test_a_late_students_regrade_is_the_same_on_both_paths_and_so_is_the_feedbac
     assert "Feedback not released to 'late'" in done.stderr and "88.20" in done.stderr, \
         done.stderr
     assert page_grade(released) == (88.2, 9.8)  # the old release stays as it was
+    # Made again, the page has the gradebook's score but is still of the earlier file (the
+    # batch leaves autograded/ as it was): refused too.
+    nbgrader(course, *generate)
+    done = nbgrader(course, "release_feedback", "attention")
+    assert "Feedback not released to 'late'" in done.stderr and "handed in at 2025-03-14 " \
+        "20:00:00.000000 UTC, submitted/ holds the one handed in at 2025-03-15" in done.stderr, \
+        done.stderr
+    assert page_grade(released) == (88.2, 9.8)
+
+    nbgrader(course, "autograde", "attention", "--force")
+    assert submission_record(course) == by_batch  # the same record on nbgrader's path
     # The README's commands replace the page: the student fetches the gradebook's score.
     nbgrader(course, *generate)
     done = nbgrader(course, "release_feedback", "attention")
@@ -215,9 +226,6 @@ def test_a_late_students_regrade_is_the_same_on_both_paths_and_so_is_the_feedbac
     (fetched,) = home.glob("**/feedback/*/attention.html")
     assert page_grade(fetched) == (80.0, 20.0) == (by_batch[3], by_batch[2])
     assert "(Score: 80.0 / 100.0)" in fetched.read_text(encoding="utf-8")
-
-    nbgrader(course, "autograde", "attention", "--force")
-    assert submission_record(course) == by_batch
 
     # An extension of two days: the same file is on time on both paths.
     with session(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gb:
