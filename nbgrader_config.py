@@ -200,7 +200,12 @@ nbgrader.apps.autogradeapp.Autograde = autograde_converter()
 
 # --- Due dates and late submissions -------------------------------------------------------
 # A due date is the assignment's, in the gradebook: `nbgrader db assignment add attention
-# --duedate="2025-03-14 17:00:00 UTC"` or formgrader's "Manage Assignments" page. When a
+# --duedate="2025-03-14T17:00:00+01:00"` or formgrader's "Manage Assignments" page. The kit
+# reads it first (grader_tests/due_dates.py), on every path into the gradebook: ISO 8601
+# with its offset or Z, nbgrader's "2025-03-14 16:00:00 UTC" or a zone name, or no zone,
+# read in the course's timezone below; any other form is refused with a message (nbgrader
+# would read "2025-03-14 17:00:00 +0100" as an offset of 100 seconds). COURSE_TIMEZONE is
+# also what formgrader shows times in. When a
 # student submitted is the `timestamp.txt` that `nbgrader submit` writes and `nbgrader
 # collect` keeps beside the notebook. nbgrader's AssignLatePenalties (an autograde step
 # above) asks the plugin below how many points a late notebook loses; `nbgrader export`
@@ -226,6 +231,15 @@ class LatePenaltyPerDay(LateSubmissionPlugin):
 
 c.AssignLatePenalties.plugin_class = LatePenaltyPerDay
 c.LatePenaltyPerDay.fraction_per_day = 0.1
+
+COURSE_TIMEZONE = "UTC"
+c.NbGraderAPI.timezone = COURSE_TIMEZONE
+# (Submission times stay in UTC, nbgrader's default c.Exchange.timezone: submit writes the
+# zone's abbreviation, and one such as CEST is no zone nbgrader can read back.)
+
+from grader_tests.due_dates import install_due_date_rule  # noqa: E402
+
+install_due_date_rule(COURSE_TIMEZONE)
 
 # A submission folder whose notebook was renamed (``attention (1).ipynb``) or that holds
 # several notebooks: the one with the most answered solution cells is graded, under the
@@ -325,6 +339,12 @@ c.Exchange.root = os.path.join(ROOT, "exchange")
 # files are owned by that student's unix user (or the instructor's); any other is left in
 # the inbound, copied to refused/<assignment>/ and reported (README, "The exchange").
 c.ExchangeFactory.collect = "grader_tests.exchange.ExchangeCollect"
+# `nbgrader release_feedback` releases no page whose score or late penalty differs from
+# the gradebook's (a page generated before a regrade, a grade withdrawn since) or that is
+# of an earlier submission than the one in submitted/ (its timestamp.txt): the kit's
+# release (grader_tests.exchange.ExchangeReleaseFeedback) names each such student and the
+# `generate_feedback --force` that makes their page again, and releases the others.
+c.ExchangeFactory.release_feedback = "grader_tests.exchange.ExchangeReleaseFeedback"
 c.ExchangeCollect.timestamp_tolerance = 10.0
 
 # `nbgrader zip_collect ASSIGNMENT` takes the files a learning platform's "download all

@@ -10,7 +10,10 @@ of a Dask distributed cluster, which receive the submission's bytes, not its pat
 (``dask_batch.py``; Dask is imported only then). As each student finishes, the
 coordinator (this process, the only one that touches the database) appends the result
 to a JSON-lines log and writes the score of every hidden-check cell to nbgrader's
-gradebook (``Grade.auto_score``), flagging the submitted notebook when tampering was seen.
+gradebook (``Grade.auto_score``), flagging the submitted notebook when tampering was seen,
+then the submission time and late penalty of that file as ``nbgrader autograde`` records
+them (``gradebook.record_submission_time``: nbgrader's ``AssignLatePenalties`` as the
+course configures it; for a student whose file is not graded again too).
 ``--assignment training`` grades the `training` notebooks (``submitted/<student>/training``)
 the same way, with that assignment's graders.
 
@@ -28,8 +31,8 @@ past its time limit is tried once more elsewhere, then recorded as a *grading er
 log line with ``error`` and no report, no grade in the gradebook, ``ERROR`` in the
 summary, exit status 3; the same command run again grades those students again. At the
 end a summary lists per student the score, flags and errors, and per fault id how many
-students hit it; where nbgrader's in-kernel autograde (``autograded/``) scored a cell
-differently, the summary says so.
+students hit it; where nbgrader's in-kernel autograde (``autograded/``) of the same file
+(the same answers) scored a cell differently, the summary says so.
 """
 
 import argparse
@@ -46,10 +49,11 @@ from pathlib import Path
 from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
-from .config import allowed_modules, course_config
+from .config import allowed_modules, course_config, nbgrader_config
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
-                        open_gradebook, require_assignment, withdraw_grade, write_gradebook)
+                        open_gradebook, record_submission_time, require_assignment,
+                        withdraw_grade, write_gradebook)
 from .job import die_with_parent, grade_job, zero_report  # noqa: F401  (re-exported)
 from .local_pool import grade_in_pool, kill_pool  # noqa: F401  (re-exported)
 from .notebook_choice import choose_notebook, sha256
@@ -103,10 +107,26 @@ def _stop_on(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
-def in_kernel_scores(root, student, assignment):
+def answers(nb) -> list[str]:
+    """The non-blank lines of the solution cells of the notebook ``nb`` (an
+    ``nbformat.NotebookNode``), in order: what the student answered, the same in the file
+    handed in and in nbgrader's autograded copy of it."""
+    return [line for cell in nb.cells
+            if cell.get("cell_type") == "code"
+            and cell.get("metadata", {}).get("nbgrader", {}).get("solution")
+            for line in str(cell.get("source", "")).splitlines() if line.strip()]
+
+
+def in_kernel_scores(root, student, assignment, graded=None):
     """Per-cell scores of the hidden cells in ``autograded/`` (or None), read as nbgrader
     reads them (``nbgrader.utils.determine_grade``: an error or stderr is 0, a numeric
-    result is partial credit, no result is full marks)."""
+    result is partial credit, no result is full marks).
+
+    Args:
+        graded: str or None, the path (absolute or relative to ``root``) of the file the
+            batch graded: None is returned unless the autograded notebook holds the same
+            answers (``answers``), so scores of another file are never compared.
+    """
     import nbformat
     from nbgrader.utils import determine_grade
 
@@ -115,7 +135,10 @@ def in_kernel_scores(root, student, assignment):
         return None
     try:
         nb = nbformat.read(path, as_version=4)
-    except Exception:  # an unreadable autograded notebook: nothing to compare
+        if graded is not None and answers(nb) != answers(nbformat.read(
+                os.path.join(root, graded), as_version=4)):
+            return None  # nbgrader's copy is of another file (or cells it joined)
+    except Exception:  # an unreadable notebook (or a .py graded): nothing to compare
         return None
     scores = {}
     for cell in nb.cells:
@@ -167,7 +190,7 @@ def summarise(log, students, root, assignment, out=sys.stdout, absent=()):
         if rec.get("note"):
             errors.append(rec["note"])
         disagree = []
-        kernel = in_kernel_scores(root, student, assignment)
+        kernel = in_kernel_scores(root, student, assignment, rec.get("path") or "")
         if kernel:
             for name, f in report.functions.items():
                 if name in kernel and abs(kernel[name] - f.score) > 1e-6:
@@ -225,10 +248,29 @@ class Recorder:
         self.log, self.gradebook, self.assignment = log, gradebook, assignment
         self.root, self.course_id = root, course_id
         self.pending: dict[str, tuple[str, str, str | None]] = {}  # student -> path, sha, note
+        self.folders: dict[str, str] = {}  # student -> submission folder (its timestamp.txt)
+        self._config = None  # the course's nbgrader configuration, read when first needed
 
     def write(self, record: dict) -> None:
-        """Write ``record``'s grade to the gradebook."""
+        """Write ``record``'s grade to the gradebook, then the submission time and the late
+        penalty of the student's file, as ``nbgrader autograde`` records them."""
         write_gradebook(self.gradebook, self.assignment.name, record, self.course_id)
+        self.record_time(record["student"])
+
+    def record_time(self, student: str) -> None:
+        """The submission time and late penalty of ``student``'s file, by nbgrader's own
+        policy as the course configures it (``gradebook.record_submission_time``)."""
+        try:
+            if self._config is None:
+                self._config = nbgrader_config(self.root)
+            record_submission_time(self.gradebook, self._config, self.assignment.name,
+                                   student, self.folders.get(student), self.course_id)
+        except Exception as exc:  # noqa: BLE001 (one student never stops the batch)
+            self.gradebook.db.rollback()
+            print(_("{student}: the late penalty could not be recorded ({error}); the "
+                    "gradebook keeps its earlier one").format(
+                        student=visible(student), error=f"{type(exc).__name__}: {exc}"),
+                  file=sys.stderr)
 
     def expect(self, student: str, path: str, digest: str, note: str | None) -> None:
         """Remember the file sent to grading for ``student`` (its path, SHA-256, note)."""
@@ -262,6 +304,7 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
     jobs = []
     for student in students:
         folder = os.path.join(submitted, student, name)
+        recorder.folders[student] = folder
         try:
             path, note = find_submission(folder, name)
             digest = None if path is None else sha256(path)
@@ -286,6 +329,8 @@ def _queue(submitted: str, students: list[str], recorder: Recorder) -> list[tupl
                 and previous.get("report") is not None:  # (a grading error is graded again)
             if not gradebook_has(recorder.gradebook, name, student, recorder.course_id):
                 recorder.write(previous)  # logged but not yet stored
+            else:  # the same file: its time and penalty again (an extension, a new due date)
+                recorder.record_time(student)
             continue
         if path.endswith(".ipynb"):
             try:

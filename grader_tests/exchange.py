@@ -17,6 +17,10 @@ Two of nbgrader's ways in read folders and files that students wrote:
   download are skipped, student ids that are not a plain folder name are refused, one
   student's several files of one notebook keep only the latest, and Canvas's ``LATE_``
   mark becomes a timestamp after the due date, so nbgrader's late penalty applies.
+
+And one way out: ``nbgrader release_feedback`` hands each student the page in
+``feedback/``; :class:`ExchangeReleaseFeedback` (``c.ExchangeFactory.release_feedback``)
+releases none whose score differs from the gradebook's (a page left from before a regrade).
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ from collections.abc import Callable
 from typing import Any
 
 from nbgrader.exchange.default import ExchangeCollect as _NbgraderExchangeCollect
+from nbgrader.exchange.default import ExchangeReleaseFeedback as _NbgraderReleaseFeedback
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from nbgrader.utils import ignore_patterns, unzip
 from traitlets import Float
 
 from .student_ids import student_id_problem, valid_student_id
 
-__all__ = ["CanvasCollector", "ExchangeCollect", "PlatformExtractor", "REFUSED_DIRECTORY",
+__all__ = ["CanvasCollector", "ExchangeCollect", "ExchangeReleaseFeedback", "PlatformExtractor", "REFUSED_DIRECTORY",
            "TIMESTAMP_NOTE", "copy_submission", "ownership_problem", "read_refused",
            "safe_student_id", "settle_timestamp"]
 
@@ -481,6 +486,104 @@ class ExchangeCollect(_NbgraderExchangeCollect):
                 _add_mode(dirname, 0o2770, 0o2777, self.log)
                 for filename in filenames:
                     _add_mode(os.path.join(dirname, filename), 0o660, 0o777, self.log)
+
+
+# The page's own record of what it shows: "<score after the late penalty> <late penalty>"
+# (nbgrader's GetGrades) on its heading, written
+# by the kit's feedback template (grader_tests/templates/feedback/offline.html.j2).
+_PAGE_GRADE = re.compile(r'data-attention-kit-grade="([^"]*)"')
+
+
+def _handed_in_at(folder: str) -> str | None:
+    try:
+        with open(os.path.join(folder, "timestamp.txt"), encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def page_grade_problem(page: str | os.PathLike, gradebook: Any, assignment: str,
+                       student: str, submitted: str | os.PathLike | None = None) -> str | None:
+    """Why the feedback page ``page`` (``feedback/<student>/<assignment>/<notebook>.html``)
+    must not be released, or None: the score (after the late penalty) or the late penalty
+    it shows is not the gradebook's for that notebook (a page generated before a
+    regrade), the gradebook holds no grade (withdrawn after a failed regrade), the page
+    does not say what it shows, or it is of another submission than the one in
+    ``submitted`` (its ``timestamp.txt``, which nbgrader keeps beside the page, differs:
+    a regrade by the batch leaves ``autograded/``, and so the page's code and report, the
+    earlier file's).
+
+    Args:
+        gradebook: an open ``nbgrader.api.Gradebook`` of the course.
+        submitted: the student's folder ``submitted/<student>/<assignment>``, or None.
+    """
+    from nbgrader.api import MissingEntry
+
+    notebook = os.path.splitext(os.path.basename(page))[0]
+    with open(page, encoding="utf-8", errors="replace") as f:
+        found = _PAGE_GRADE.search(f.read())
+    try:
+        shown = [float(v) for v in found[1].split()] if found else []
+    except ValueError:
+        shown = []
+    if len(shown) != 2:
+        return "the page does not say its score (made by an older template)"
+    try:
+        recorded = gradebook.find_submission_notebook(notebook, assignment, student)
+    except MissingEntry:
+        return "the gradebook has no submission of this notebook"
+    if any(grade.auto_score is None and grade.manual_score is None
+           for grade in recorded.grades):
+        return "the gradebook holds no grade for it (not graded)"
+    penalty = float(recorded.late_submission_penalty or 0.0)
+    held = [float(recorded.score) - penalty, penalty]  # as nbgrader's GetGrades shows them
+    if any(abs(a - b) > 1e-6 for a, b in zip(shown, held)):
+        return (f"the page shows {shown[0]:.2f} points (late penalty {shown[1]:.2f}), the "
+                f"gradebook {held[0]:.2f} (late penalty {held[1]:.2f})")
+    if submitted is not None:
+        page_time, latest = _handed_in_at(os.path.dirname(page)), _handed_in_at(str(submitted))
+        if latest is not None and page_time != latest:
+            return (f"the page is of the submission handed in at {page_time}, submitted/ "
+                    f"holds the one handed in at {latest}")
+    return None
+
+
+class ExchangeReleaseFeedback(_NbgraderReleaseFeedback):
+    """nbgrader's ``release_feedback``, releasing only pages that show the gradebook's
+    grade for the student's latest submission: a student any of whose pages differs
+    (``page_grade_problem``) gets none,
+    with an error naming the student and the command that makes the page again; the
+    others are released as nbgrader releases them."""
+
+    def copy_files(self) -> None:
+        import glob
+
+        from nbgrader.api import Gradebook
+
+        refused = []
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            # (src_path: nbgrader's pattern, feedback/<student or *>/<assignment>)
+            for page in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
+                student = os.path.basename(os.path.dirname(os.path.dirname(page)))
+                assignment = self.coursedir.assignment_id
+                problem = page_grade_problem(page, gb, assignment, student, self.coursedir.format_path(
+                    self.coursedir.submitted_directory, student, assignment))
+                if problem is not None:
+                    refused.append(student)
+                    self.log.error(
+                        "Feedback not released to %r: %s: %s. Run `nbgrader generate_feedback "
+                        "%s --student %s --force` (after `nbgrader autograde %s --student %s "
+                        "--force` if the page is of an earlier submission), then release "
+                        "again", student, os.path.relpath(page, self.coursedir.root), problem,
+                        assignment, student, assignment, student)
+        excluded = self.coursedir.student_id_exclude
+        if refused:
+            self.coursedir.student_id_exclude = ",".join(
+                [s for s in excluded.split(",") if s] + sorted(set(refused)))
+        try:
+            super().copy_files()
+        finally:
+            self.coursedir.student_id_exclude = excluded
 
 
 def _add_mode(path: str, bits: int, mask: int, log: Any) -> None:

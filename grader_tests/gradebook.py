@@ -109,6 +109,54 @@ def write_gradebook(gradebook, assignment: str, record: dict,
         gb.db.commit()
 
 
+def record_submission_time(gradebook, config, assignment: str, student: str,
+                           folder: str | None, course_id: str | None = None) -> None:
+    """Record, as ``nbgrader autograde`` does for the file it grades, when ``student``
+    submitted and the late penalty that follows, by the course's own policy.
+
+    The time is the one in ``folder/timestamp.txt``, read by nbgrader's
+    ``CourseDirectory.get_existing_timestamp`` (without one, the gradebook's time stays, as
+    on nbgrader's path); the penalty is computed by nbgrader's ``AssignLatePenalties``
+    with the course's configuration (its ``plugin_class``, the kit's ``LatePenaltyPerDay``
+    and its ``fraction_per_day``), from the notebook's score in the gradebook, the
+    assignment's due date and the student's extension: call it after the scores are
+    written.
+
+    Args:
+        gradebook: the database URL or an open ``nbgrader.api.Gradebook``.
+        config: the course's traitlets ``Config`` (``config.nbgrader_config``).
+        assignment: str, the assignment's name (also its notebook's).
+        student: str, the student id.
+        folder: str or None, the submission folder (``submitted/<student>/<assignment>``).
+        course_id: str or None, ``c.CourseDirectory.course_id`` of the course.
+
+    Raises:
+        nbgrader.api.MissingEntry: the student has no submission of ``assignment``.
+    """
+    import nbformat
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    timestamp = None
+    if folder is not None and os.path.isdir(folder):
+        try:
+            timestamp = CourseDirectory(config=config).get_existing_timestamp(folder)
+        except Exception:  # noqa: BLE001 (unreadable: the gradebook's time stays)
+            timestamp = None
+    with session(gradebook, course_id) as gb:
+        if timestamp is not None:
+            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        gb.find_submission_notebook(assignment, assignment, student)  # MissingEntry
+        db_url = gb.engine.url.render_as_string(hide_password=False)
+        gb.db.commit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        AssignLatePenalties(config=config).preprocess(
+            nbformat.v4.new_notebook(), {"nbgrader": {
+                "notebook": assignment, "assignment": assignment, "student": student,
+                "db_url": db_url}})
+
+
 def withdraw_grade(gradebook, assignment: str, student: str,
                    course_id: str | None = None, flag: bool = True) -> bool:
     """A newer file of ``student`` ended in a grading error: the scores in the gradebook

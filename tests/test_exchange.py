@@ -116,7 +116,7 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
             (handed_in / "timestamp.txt").read_text()
         assert not (submitted / "timestamp_note.txt").exists()
     nbgrader(["autograde", "attention", "--create"], course)
-    nbgrader(["generate_feedback", "attention"], course)
+    nbgrader(["generate_feedback", "attention", "--force"], course)  # the README's
     nbgrader(["release_feedback", "attention"], course)
 
     from nbgrader.api import Gradebook

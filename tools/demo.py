@@ -122,13 +122,21 @@ def students_of(root: Path) -> list[str]:
 
 
 def record_due_date(coursedir: Any, duedate: str) -> None:
-    """Record ``duedate`` (a UTC timestamp string nbgrader parses, as ``nbgrader db
-    assignment add --duedate`` takes it) as the assignment's due date in the gradebook."""
+    """Record ``duedate`` (text in a form ``grader_tests.due_dates.parse_due_date``
+    accepts, as ``nbgrader db assignment add --duedate`` takes it) as the assignment's
+    due date in the gradebook, read by the course's rule.
+
+    Raises:
+        grader_tests.due_dates.DueDateError: a form the rule refuses.
+    """
     from nbgrader.api import Gradebook
+
+    from grader_tests.due_dates import parse_due_date
 
     gb = Gradebook(coursedir.db_url, coursedir.course_id)
     try:
-        gb.update_or_create_assignment(ASSIGNMENT, duedate=duedate)
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=parse_due_date(
+            duedate, str(coursedir.config.get("NbGraderAPI", {}).get("timezone", "UTC"))))
     finally:
         gb.close()
         gb.engine.dispose()
