@@ -47,6 +47,7 @@ from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
 from .config import allowed_modules, course_config
+from .course_lock import course_lock
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
                         open_gradebook, require_assignment, withdraw_grade, write_gradebook)
@@ -362,9 +363,12 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(owner))
-    if fresh and os.path.exists(log_path):
-        os.remove(log_path)
-    with use_language(language):  # what the batch records and prints: the course's language
+    with use_language(language), \
+            course_lock(root, f"python -m grader_tests batch --assignment {assignment}"):
+        # (one grader at a time per course: a running autograde or batch is waited for,
+        # and nothing of the course, the log included, is touched before)
+        if fresh and os.path.exists(log_path):
+            os.remove(log_path)
         return _run(submitted, owner, root, course_id, db_url, log_path, workers, jailed,
                     progress, scheduler, task_time_limit, language, allowed)
 

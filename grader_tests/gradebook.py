@@ -165,7 +165,16 @@ def autograde_converter() -> type:
     from nbgrader.converters import Autograde
 
     class CourseAutograde(Autograde):
-        """nbgrader's ``Autograde``: refused ids skipped, a failed regrade withdrawn."""
+        """nbgrader's ``Autograde``: one run at a time per course, refused ids
+        skipped, a failed regrade withdrawn."""
+
+        def start(self) -> None:
+            from .course_lock import course_lock
+
+            command = " ".join(["nbgrader autograde", *sys.argv[2:]]) \
+                if "autograde" in sys.argv[1:2] else "nbgrader autograde"
+            with course_lock(self.coursedir.root, command, self.log.warning):
+                super().start()
 
         def init_notebooks(self) -> None:
             super().init_notebooks()

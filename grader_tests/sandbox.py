@@ -105,6 +105,14 @@ class Sandbox:
                 these into a grade).
         """
         parent, child = socket.socketpair()
+        if self.jailed and child.fileno() <= jail.SECCOMP_FD:
+            # above the descriptor the jail's launcher gives bubblewrap's seccomp filter
+            # (jail.SECCOMP_FD), where a grader with a few more files open would put it
+            import fcntl
+
+            moved = fcntl.fcntl(child.fileno(), fcntl.F_DUPFD_CLOEXEC, jail.SECCOMP_FD + 1)
+            child.close()
+            child = socket.socket(fileno=moved)
         if self.scratch is None:
             self.scratch = jail.scratch_folder("submission")
             jail.chown_for_jail(self.scratch)
