@@ -395,6 +395,14 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
+    if assignment == "training":  # graded only for the students it was released to
+        from .unlock import not_released
+
+        for student in [s for s in students if s not in absent and not_released(root, s)]:
+            print(_("not graded: {folder}: {why}").format(
+                folder=visible(repr(os.path.join(submitted, student, assignment))),
+                why=visible(not_released(root, student))), file=sys.stderr)
+            students.remove(student)
     with open_gradebook(db_url, course_id) as gb:  # one session for the whole batch
         require_assignment(gb, assignment, course_id)
         recorder = Recorder(Log(log_path), gb, owner, root, course_id)

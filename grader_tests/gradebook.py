@@ -148,8 +148,13 @@ def autograde_converter() -> type:
     """nbgrader's ``Autograde`` converter as the course runs it: one bad student id
     never stops the class, and a failed regrade leaves no earlier grade behind.
 
+    * One grader at a time per course (``course_lock.course_lock``): a second
+      ``nbgrader autograde`` or ``batch`` on the course waits, with one line naming the
+      holder, so that neither removes what the other wrote.
     * Every submission whose student id the kit's rule refuses
-      (``student_ids.student_id_problem``) is left out, with an error naming the folder.
+      (``student_ids.student_id_problem``) is left out, with an error naming the folder;
+      so is a `training` submission of a student the instructor has not released it to
+      (``unlock.not_released``).
       nbgrader matches each ``submitted/<student>/<assignment>`` folder against a regular
     expression whose ``.*`` stops at a newline: a folder whose name holds one makes
     ``nbgrader autograde`` raise before it grades anyone, and every student sorted after
@@ -188,10 +193,18 @@ def autograde_converter() -> type:
                                    "rename the folder to the student's id to grade it",
                                    folder, problem)
                     del self.assignments[folder]
+                elif found["assignment_id"] == "training":
+                    from .unlock import not_released  # the instructor's decision
+
+                    problem = not_released(self.coursedir.root, found["student_id"])
+                    if problem is not None:
+                        self.log.error("Not graded: %r: %s", folder, problem)
+                        del self.assignments[folder]
             if not self.assignments:
                 from nbgrader.converters.base import NbGraderException
 
-                raise NbGraderException("No submission with a valid student id to grade")
+                raise NbGraderException("No submission with a valid student id to grade, "
+                                        "or released to its student")
 
         def init_destination(self, assignment_id: str, student_id: str) -> bool:
             started = super().init_destination(assignment_id, student_id)
