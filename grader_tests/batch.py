@@ -395,8 +395,9 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
-    if assignment == "training":  # graded only for the students it was released to
-        from .unlock import not_released
+    from .unlock import ASSIGNMENT as GATED, not_released
+
+    if assignment == GATED:  # graded only for the students it was released to
 
         for student in [s for s in students if s not in absent and not_released(root, s)]:
             print(_("not graded: {folder}: {why}").format(

@@ -193,18 +193,19 @@ def autograde_converter() -> type:
                                    "rename the folder to the student's id to grade it",
                                    folder, problem)
                     del self.assignments[folder]
-                elif found["assignment_id"] == "training":
-                    from .unlock import not_released  # the instructor's decision
+                else:
+                    from .unlock import ASSIGNMENT, not_released  # the instructor's decision
 
-                    problem = not_released(self.coursedir.root, found["student_id"])
+                    problem = None if found["assignment_id"] != ASSIGNMENT else \
+                        not_released(self.coursedir.root, found["student_id"])
                     if problem is not None:
                         self.log.error("Not graded: %r: %s", folder, problem)
                         del self.assignments[folder]
             if not self.assignments:
                 from nbgrader.converters.base import NbGraderException
 
-                raise NbGraderException("No submission with a valid student id to grade, "
-                                        "or released to its student")
+                raise NbGraderException("No submission to grade: none has a valid student "
+                                        "id (and, for training, was released to its student)")
 
         def init_destination(self, assignment_id: str, student_id: str) -> bool:
             started = super().init_destination(assignment_id, student_id)
