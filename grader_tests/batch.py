@@ -50,6 +50,7 @@ from . import assignments, dashboard
 from .assignments import Assignment
 from .batch_log import Log, log_name
 from .config import allowed_modules, course_config, nbgrader_config
+from .course_lock import course_lock
 from .i18n import ArgumentParser, _, course_language, folder_language, ngettext, use_language
 from .gradebook import (BatchSetupError, alembic_on_path, gradebook_has,  # noqa: F401
                         open_gradebook, record_submission_time, require_assignment,
@@ -407,9 +408,12 @@ def run(submitted, assignment=NOTEBOOK, workers=None, db_url=None, log_path=None
     db_url = db_url or course.get("db_url") or \
         "sqlite:///" + os.path.join(root, "gradebook.db")
     log_path = log_path or os.path.join(root, log_name(owner))
-    if fresh and os.path.exists(log_path):
-        os.remove(log_path)
-    with use_language(language):  # what the batch records and prints: the course's language
+    with use_language(language), \
+            course_lock(root, f"python -m grader_tests batch --assignment {assignment}"):
+        # (one grader at a time per course: a running autograde or batch is waited for,
+        # and nothing of the course, the log included, is touched before)
+        if fresh and os.path.exists(log_path):
+            os.remove(log_path)
         return _run(submitted, owner, root, course_id, db_url, log_path, workers, jailed,
                     progress, scheduler, task_time_limit, language, allowed)
 
@@ -436,6 +440,15 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
+    from .unlock import ASSIGNMENT as GATED, not_released
+
+    if assignment == GATED:  # graded only for the students it was released to
+
+        for student in [s for s in students if s not in absent and not_released(root, s)]:
+            print(_("not graded: {folder}: {why}").format(
+                folder=visible(repr(os.path.join(submitted, student, assignment))),
+                why=visible(not_released(root, student))), file=sys.stderr)
+            students.remove(student)
     with open_gradebook(db_url, course_id) as gb:  # one session for the whole batch
         require_assignment(gb, assignment, course_id)
         recorder = Recorder(Log(log_path), gb, owner, root, course_id)

@@ -196,8 +196,13 @@ def autograde_converter() -> type:
     """nbgrader's ``Autograde`` converter as the course runs it: one bad student id
     never stops the class, and a failed regrade leaves no earlier grade behind.
 
+    * One grader at a time per course (``course_lock.course_lock``): a second
+      ``nbgrader autograde`` or ``batch`` on the course waits, with one line naming the
+      holder, so that neither removes what the other wrote.
     * Every submission whose student id the kit's rule refuses
-      (``student_ids.student_id_problem``) is left out, with an error naming the folder.
+      (``student_ids.student_id_problem``) is left out, with an error naming the folder;
+      so is a `training` submission of a student the instructor has not released it to
+      (``unlock.not_released``).
       nbgrader matches each ``submitted/<student>/<assignment>`` folder against a regular
     expression whose ``.*`` stops at a newline: a folder whose name holds one makes
     ``nbgrader autograde`` raise before it grades anyone, and every student sorted after
@@ -213,7 +218,16 @@ def autograde_converter() -> type:
     from nbgrader.converters import Autograde
 
     class CourseAutograde(Autograde):
-        """nbgrader's ``Autograde``: refused ids skipped, a failed regrade withdrawn."""
+        """nbgrader's ``Autograde``: one run at a time per course, refused ids
+        skipped, a failed regrade withdrawn."""
+
+        def start(self) -> None:
+            from .course_lock import course_lock
+
+            command = " ".join(["nbgrader autograde", *sys.argv[2:]]) \
+                if "autograde" in sys.argv[1:2] else "nbgrader autograde"
+            with course_lock(self.coursedir.root, command, self.log.warning):
+                super().start()
 
         def init_notebooks(self) -> None:
             super().init_notebooks()
@@ -227,10 +241,19 @@ def autograde_converter() -> type:
                                    "rename the folder to the student's id to grade it",
                                    folder, problem)
                     del self.assignments[folder]
+                else:
+                    from .unlock import ASSIGNMENT, not_released  # the instructor's decision
+
+                    problem = None if found["assignment_id"] != ASSIGNMENT else \
+                        not_released(self.coursedir.root, found["student_id"])
+                    if problem is not None:
+                        self.log.error("Not graded: %r: %s", folder, problem)
+                        del self.assignments[folder]
             if not self.assignments:
                 from nbgrader.converters.base import NbGraderException
 
-                raise NbGraderException("No submission with a valid student id to grade")
+                raise NbGraderException("No submission to grade: none has a valid student "
+                                        "id (and, for training, was released to its student)")
 
         def init_destination(self, assignment_id: str, student_id: str) -> bool:
             started = super().init_destination(assignment_id, student_id)

@@ -24,7 +24,13 @@ gradebook and, for each student whose score meets the threshold (default: full m
   and named in the report and the ledger (``exchange_notes``);
 * copies it to ``unlocked/<student>/training/`` as well, for a course that hands folders
   out another way (a learning platform, a per-student repository, a shared drive);
-* records the release in ``unlocked/unlocked.json``.
+* writes the decision (threshold, score, time) as ``released.json`` beside each copy of the
+  notebook, where the notebook's gate reads it and opens on it (``DECISION_FILE``), and
+  makes the student's exchange course reachable by the unix user of that name alone
+  (``_reserve_for_student``);
+* records the release in ``unlocked/unlocked.json``, the one record of who was released
+  `training`: a `training` submission of any other student is not graded
+  (``not_released``).
 
 It prints who is unlocked and who is not, and why (no `attention` submission, flagged for
 review, not graded (autograde not run yet, or failed on the notebook), cells waiting for
@@ -73,6 +79,10 @@ from typing import Any
 GATE_ASSIGNMENT = "attention"
 ASSIGNMENT = "training"
 LEDGER = "unlocked.json"
+# The instructor's decision, written beside the released notebook of each student released
+# to (their exchange course and unlocked/<student>/training): the notebook's gate reads it
+# (notebooks/gate.py, RELEASE_DECISION) and opens on it.
+DECISION_FILE = "released.json"
 # A threshold as ``parse_threshold`` reads it: ``("full", None)``, ``("points", x)`` or
 # ``("percent", x)``.
 Threshold = tuple[str, float | None]
@@ -230,9 +240,60 @@ def _pinned_folder(parent_fd: int, name: str, mode: int, where: str, student: st
                                  "command again").format(student=student, where=where))
 
 
+def _reserve_for_student(course_fd: int, student: str, where: str) -> None:
+    """Make the open exchange course folder ``course_fd`` reachable by the unix user
+    ``student`` alone (and the instructor, its owner): its group becomes the student's
+    own group and its mode 0750, so that no other student can list, fetch from or hand
+    in to it. Nothing changes when the machine has no user of that name (one unix user
+    for the whole class, or ids that are not logins: the README says what that leaves).
+
+    Raises:
+        UnsafeExchangeCourse: the student's primary group is shared with another user,
+            or the folder's group cannot be changed (the instructor is neither root nor
+            a member of that group); the message names ``student`` and ``where``.
+    """
+    import grp
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(student)
+    except KeyError:
+        return
+    gid = entry.pw_gid
+    try:
+        members = set(grp.getgrgid(gid).gr_mem)
+    except KeyError:
+        members = set()
+    others = sorted((members | {p.pw_name for p in pwd.getpwall() if p.pw_gid == gid})
+                    - {student})
+    if others:
+        raise UnsafeExchangeCourse(_(
+            "not released to {student}: the group of unix user {student} is shared with "
+            "{others}, so {where} cannot be made {student}'s alone; give the student a "
+            "group of their own").format(student=student, others=", ".join(others),
+                                         where=where))
+    try:
+        os.fchown(course_fd, -1, gid)
+        os.fchmod(course_fd, 0o750)
+    except OSError as exc:
+        raise UnsafeExchangeCourse(_(
+            "not released to {student}: {where} could not be made readable by {student} "
+            "alone ({error}); run the command as a user who may give the folder to the "
+            "student's group").format(student=student, where=where, error=exc)) from exc
+
+
+def write_decision(folder: Path, decision: dict[str, Any]) -> None:
+    """Write the instructor's decision ``decision`` (``{"released": True, "student",
+    "threshold", "attention_score", ...}``) as ``DECISION_FILE`` in the released folder
+    ``folder``, beside the notebook the student's gate runs in."""
+    (Path(folder) / DECISION_FILE).write_text(json.dumps(decision, indent=1, sort_keys=True)
+                                              + "\n", encoding="utf-8")
+
+
 def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
                         config_dir: str | Path | None = None, student: str = "",
-                        notes: list[str] | None = None) -> Path:
+                        notes: list[str] | None = None,
+                        decision: dict[str, Any] | None = None) -> Path:
     """Release the folder ``release_dir`` through nbgrader's exchange as assignment
     `training` of ``course`` (nbgrader's ``release_assignment``:
     ``<exchange>/<course>/outbound/training``, with the course's ``inbound`` for the
@@ -260,6 +321,8 @@ def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
             list, ...); default: the course root ``release_dir.parent.parent``.
         student: the student released to (for the messages).
         notes: a list that gets a sentence for the instructor per folder set aside.
+        decision: the instructor's decision, written as ``DECISION_FILE`` beside the
+            released notebook (``write_decision``), or None.
 
     Returns:
         The outbound folder written.
@@ -289,6 +352,7 @@ def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
         course_fd = _pinned_folder(root_fd, course, 0o755 | group, str(exchange / course),
                                    student, notes)
         opened.append(course_fd)
+        _reserve_for_student(course_fd, student, str(exchange / course))
         outbound_fd = _pinned_folder(course_fd, "outbound", 0o755 | group,
                                      str(exchange / course / "outbound"), student, notes)
         opened.append(outbound_fd)
@@ -303,7 +367,10 @@ def release_to_exchange(release_dir: Path, exchange: str | Path, course: str,
             pass
         with tempfile.TemporaryDirectory(prefix="unlock-training-") as staging:
             shutil.copytree(release_dir, Path(staging) / "release" / ASSIGNMENT,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__",
+                                                          DECISION_FILE))
+            if decision is not None:
+                write_decision(Path(staging) / "release" / ASSIGNMENT, decision)
             # nbgrader's root: a private folder (the staging folder is 0700) holding the
             # course as a link to the folder opened above.
             private_root = Path(staging) / "exchange"
@@ -590,6 +657,32 @@ def unsafe_student_id(student: object) -> str | None:
     return None
 
 
+def not_released(root: str | Path, student: str) -> str | None:
+    """Why a `training` submission of ``student`` in the course ``root`` is not graded,
+    or None when it is: the instructor's decision is the ledger
+    ``<root>/unlocked/unlocked.json`` that ``unlock`` writes, and a student it does not
+    hold was not released `training` (whatever the notebook's own gate printed).
+
+    Returns:
+        None, or the reason (str, in the current language), which starts with
+        "not released to this student".
+    """
+    ledger = Path(root) / "unlocked" / LEDGER
+    try:
+        students = load_ledger(ledger)["students"]
+    except (OSError, ValueError) as exc:
+        students = {}
+        why = str(exc)
+    else:
+        why = ""
+    if isinstance(students, dict) and student in students:
+        return None
+    return _("not released to this student: {student} is not in {ledger}, the record of "
+             "the students `tools/unlock_training.py` released {assignment} to{why}").format(
+                 student=student, ledger=ledger, assignment=ASSIGNMENT,
+                 why=f" ({why})" if why else "")
+
+
 def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Threshold,
            dry_run: bool = False, now: str | None = None, exchange: str | Path | None = None,
            course_id: str | None = None, config_dir: str | Path | None = None,
@@ -640,18 +733,24 @@ def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Thr
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copytree(release_dir, target,
                                     ignore=shutil.ignore_patterns(".ipynb_checkpoints",
-                                                                  "__pycache__"))
+                                                                  "__pycache__", DECISION_FILE))
                     record = {
                         "unlocked_at": now, "attention_score": verdict["score"],
                         "attention_max_score": verdict["max_score"],
                         "threshold": describe_threshold(threshold, verdict["max_score"]),
                         "folder": str(Path(student) / ASSIGNMENT)}
+                    decision = {"released": True, "student": student, "assignment": ASSIGNMENT,
+                                **{key: record[key] for key in (
+                                    "unlocked_at", "attention_score", "attention_max_score",
+                                    "threshold")}}
+                    write_decision(target, decision)
                     if exchange and course_id:  # course_id is set whenever exchange is
                         record["exchange_course"] = exchange_course(course_id, student)
                         notes: list[str] = []
                         try:
                             release_to_exchange(release_dir, exchange, record["exchange_course"],
-                                                config_dir, student=student, notes=notes)
+                                                config_dir, student=student, notes=notes,
+                                                decision=decision)
                         except Exception as exc:  # noqa: BLE001  (ExchangeError, OSError)
                             # not in the ledger: the next run releases to this student again
                             newly.pop()

@@ -196,10 +196,16 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     assert "def answer_accuracy" in cell.source
     cell.source += "\n\n_aa = answer_accuracy\ndef answer_accuracy(generated, expected):\n" \
                    "    token, sequence = _aa(generated, expected)\n    return sequence, token\n"
-    for student, nb in (("t_correct", correct), ("t_bug", buggy), ("t_stubs", release)):
+    for student, nb in (("t_correct", correct), ("t_bug", buggy), ("t_stubs", release),
+                        ("t_locked", correct)):
         folder = root / "submitted" / student / "training"
         folder.mkdir(parents=True)
         nbformat.write(nb, str(folder / "training.ipynb"))
+    # the instructor's decision: training released to every student but t_locked
+    from grader_tests.unlock import LEDGER, save_ledger
+
+    save_ledger(root / "unlocked" / LEDGER, {"assignment": "training", "students": {
+        s: {"folder": f"{s}/training"} for s in ("t_correct", "t_bug", "t_stubs")}})
 
     (root / "submitted" / "t_absent" / "attention").mkdir(parents=True)  # no training folder
     proc = subprocess.run([sys.executable, "-m", "grader_tests", "batch", "submitted",
@@ -210,13 +216,18 @@ def test_training_class_is_graded_into_the_gradebook(tmp_path):
     assert (root / "batch_log_training.jsonl").exists() and not (root / "batch_log.jsonl").exists()
     rows = {r["student"]: r for r in json.loads((root / "summary.json").read_text())["students"]}
     assert rows["t_correct"]["score"] == pytest.approx(100.0), rows["t_correct"]
+    with Gradebook("sqlite:///" + str(root / "gradebook.db")) as gb, pytest.raises(MissingEntry):
+        gb.find_submission("training", "t_locked")
     assert rows["t_stubs"]["score"] == 0
     assert rows["t_bug"]["score"] == pytest.approx(100.0 - POINTS_TRAINING["answer_accuracy"]), \
         rows["t_bug"]
     assert rows["t_absent"]["not_submitted"] and rows["t_absent"]["score"] is None
+    # t_locked's correct notebook is not graded: training was not released to them
+    assert "t_locked" not in rows
+    assert "not graded: 'submitted/t_locked/training': not released to this student" in proc.stderr
     with Gradebook("sqlite:///" + str(root / "gradebook.db")) as gb:
         for student, row in rows.items():
-            if student == "t_absent":
+            if student in ("t_absent", "t_locked"):
                 with pytest.raises(MissingEntry):
                     gb.find_submission("training", student)
                 continue

@@ -20,6 +20,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader_tests.student_ids import student_id_problem
@@ -367,3 +368,98 @@ def test_a_failed_batch_regrade_withdraws_the_earlier_grade(tmp_path):
             (verdict,) = unlock.decide(gb, unlock.parse_threshold("full"))
             assert gb.find_submission("attention", "zed").score == 0  # no auto_score left
         assert not verdict["eligible"] and "submitted but not graded" in verdict["reason"]
+
+
+@needs_root
+def test_training_is_reachable_only_by_the_student_it_was_released_to(course, two_users):
+    """On the README's exchange, with two unix users: the student unlocked at a threshold
+    below full marks reads and copies (fetches) `training`; the student held back can
+    neither list, open nor copy it, and a `training` submission of theirs is not graded,
+    on nbgrader's path and the batch's."""
+    from grader_tests.assignments import DEFAULT
+    from grader_tests.gradebook import write_gradebook
+    from grader_tests.unlock import exchange_course, not_released
+    from tests.helpers import release_course
+
+    unlocked, locked = two_users["victim"], two_users["attacker"]
+    release_course(course)
+    shutil.copytree(ROOT / "release" / "training", course / "release" / "training")
+    url = f"sqlite:///{course / 'gradebook.db'}"
+    for student, short in ((unlocked, 3.0), (locked, 10.0)):  # 97 and 90 points
+        functions = {name: {"score": float(points)} for name, points in DEFAULT.points.items()}
+        functions["softmax"]["score"] -= short
+        write_gradebook(url, "attention", {"student": student, "report": {
+            "name": DEFAULT.name, "functions": functions}, "flags": []}, COURSE_ID)
+    exchange = course.parent / "exchange"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "unlock_training.py"),
+                           "--threshold", "95", "--exchange", str(exchange)], cwd=course,
+                          env=kit_env(LANG="C", LC_ALL="C"), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "unlocked now (1)" in done.stdout, done.stdout
+    theirs = exchange / exchange_course(COURSE_ID, unlocked)
+    assert not (exchange / exchange_course(COURSE_ID, locked)).exists()
+    info = theirs.stat()
+    assert (info.st_mode & 0o777, info.st_gid) == (0o750, pwd.getpwnam(unlocked).pw_gid)
+
+    released = course / "release" / "training" / "training.ipynb"
+    notebook = theirs / "outbound" / "training" / "training.ipynb"
+    for user in (unlocked, locked):  # a folder of each student's own to fetch into
+        home = course.parent / f"home-{user}"
+        home.mkdir()
+        os.chown(home, pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
+    # the unlocked student fetches it (nbgrader's fetch: a copy with the student's rights)
+    as_user(unlocked, 'cp -r "$1" "$2/training"', str(notebook.parent),
+            str(course.parent / f"home-{unlocked}"))
+    fetched = course.parent / f"home-{unlocked}" / "training"
+    assert (fetched / "training.ipynb").read_bytes() == released.read_bytes()
+    # ... and starts it: beside an attention notebook whose softmax still fails a visible
+    # check (97 points, the threshold 95), the gate opens on the instructor's decision
+    attention = nbformat.read(CORRECT, as_version=4)
+    for cell in attention.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution":
+            cell.source += "\n\ndef softmax(scores, axis=-1):\n    return scores\n"
+    (fetched.parent / "attention").mkdir()
+    nbformat.write(attention, str(fetched.parent / "attention" / "attention.ipynb"))
+    gate = nbformat.read(fetched / "training.ipynb", as_version=4).cells[0].source
+    here, told = os.getcwd(), os.environ.pop("ATTENTION_NOTEBOOK", None)
+    try:
+        os.chdir(fetched)
+        namespace: dict = {"__name__": "__main__"}
+        exec(compile(gate, "gate", "exec"), namespace)
+    finally:
+        os.chdir(here)
+        if told is not None:
+            os.environ["ATTENTION_NOTEBOOK"] = told
+    report = namespace["_gate"].report
+    assert namespace["_gate"].open and f"released training to {unlocked}" in report
+    assert "(attention at 95.00 / 100 points)" in report, report
+    assert "  - softmax: " in report
+    # the locked one lists nothing of it (nbgrader's list globs */outbound/*), and cannot
+    # open or copy it
+    listing = subprocess.run(
+        ["setpriv", f"--reuid={pwd.getpwnam(locked).pw_uid}",
+         f"--regid={pwd.getpwnam(locked).pw_gid}", "--clear-groups", "sh", "-c",
+         'ls -d "$1"/*/outbound/* 2>/dev/null; true', "sh", str(exchange)],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    assert theirs.name not in listing.stdout
+    for script in ('cat "$1" > /dev/null', 'cp -r "$2" "$3/training"', 'ls "$4"'):
+        with pytest.raises(subprocess.CalledProcessError):
+            as_user(locked, script, str(notebook), str(notebook.parent),
+                    str(course.parent / f"home-{locked}"), str(theirs))
+    assert not (course.parent / f"home-{locked}" / "training").exists()
+
+    # A `training` handed in by the locked student (a copy passed on) is not graded.
+    assert not_released(course, unlocked) is None
+    assert not_released(course, locked).startswith("not released to this student")
+    folder = course / "submitted" / locked / "training"
+    folder.mkdir(parents=True)
+    shutil.copy(released, folder / "training.ipynb")
+    for command in (["-m", "nbgrader", "autograde", "training", "--create"],
+                    ["-m", "grader_tests", "batch", "submitted", "--assignment", "training"]):
+        done = subprocess.run([sys.executable, *command], cwd=course,
+                              env=kit_env(LANG="C", LC_ALL="C"), capture_output=True,
+                              text=True, timeout=300)
+        (line,) = [line for line in done.stderr.splitlines() if "not released" in line]
+        assert f"submitted/{locked}" in line and "not released to this student" in line, line
+    assert not (course / "autograded").exists()

@@ -175,10 +175,18 @@ def test_exchange_cycle_for_two_students_and_the_gated_release(tmp_path, monkeyp
     namespace["require_gate"]()
     assert namespace["_gate"].open
     assert str(Path("..") / "attention" / "attention.ipynb") in namespace["_gate"].report
-    # The same training folder beside bob's attention (a copy passed on) stays closed on
-    # his trap, and without any attention folder it stays closed too (never the kit's
-    # reference functions, importable here).
+    # alice's folder carries the instructor's decision, which her gate opened on.
+    assert json.loads((home / "training" / "released.json").read_text())["student"] == "alice"
+    assert "the instructor released training to alice" in namespace["_gate"].report
+    # The same folder beside bob's attention (a copy passed on) says whose decision it
+    # is and lists his failing check (his submission of it is not graded: not released to
+    # him); without the decision it stays closed on his trap, and without any attention
+    # folder it stays closed too (never the kit's reference functions, importable here).
     shutil.copytree(home / "training", home_bob / "training")
+    passed_on = run_gate(home_bob / "training", monkeypatch)["_gate"].report
+    assert "released training to alice" in passed_on
+    assert "  - scaled_dot_product_attention: " in passed_on
+    (home_bob / "training" / "released.json").unlink()
     with pytest.raises(Exception, match="scaled_dot_product_attention") as closed:
         run_gate(home_bob / "training", monkeypatch)
     assert type(closed.value).__name__ == "GateClosed"

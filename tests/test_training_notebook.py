@@ -189,3 +189,37 @@ def test_gate_finds_the_notebook_given_by_path(tmp_path, monkeypatch, capsys):
     assert "Gate open" in capsys.readouterr().out
     assert ns["softmax"] is not attention_ref.softmax
     assert ns["softmax"].__code__.co_filename.endswith("softmax_solution")
+
+
+def test_released_by_the_instructor_the_gate_opens_on_the_decision(tmp_path, monkeypatch, capsys):
+    """The instructor's decision recorded at release (``released.json``, written by the
+    unlock) is the gate's rule: a student released at a threshold below full marks, whose
+    softmax still fails a visible check, starts the training, told which check fails; a
+    function not defined at all still keeps it closed (nothing to train with)."""
+    from grader_tests.unlock import DECISION_FILE, write_decision
+
+    broken = {"softmax_solution": lambda src: src + "\n\ndef softmax(scores, axis=-1):\n"
+                                                    "    return scores\n"}
+    training = make_course(tmp_path, broken)
+    monkeypatch.chdir(training)
+    monkeypatch.delenv("ATTENTION_NOTEBOOK", raising=False)
+    assert "softmax" in closed_gate_message({"__name__": "__main__"})  # no decision: closed
+    write_decision(training, {"released": True, "student": "ada", "threshold": "95 % of 100"})
+    assert (training / DECISION_FILE).is_file()
+    ns = run_gate()
+    report = capsys.readouterr().out
+    assert report.startswith("Gate open: the instructor released training to ada "
+                             "(attention at 95 % of 100).")
+    assert "These still fail a visible check" in report and "  - softmax: " in report
+    ns["require_gate"]()
+    assert ns["softmax"](np.array([[1.0, 2.0]])).tolist() == [[1.0, 2.0]]  # theirs, as it is
+
+    def without_softmax(src):
+        return "raise RuntimeError('half-written cell')\n" + src
+
+    (tmp_path / "second").mkdir()
+    training = make_course(tmp_path / "second", {"softmax_solution": without_softmax})
+    write_decision(training, {"released": True, "threshold": "full marks"})
+    monkeypatch.chdir(training)
+    message = closed_gate_message({"__name__": "__main__"})
+    assert "softmax: running its cell raised RuntimeError: half-written cell" in message

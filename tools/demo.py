@@ -88,10 +88,12 @@ def nbgrader(root: str | Path, *args: str, timeout: float | None = None,
     Raises:
         subprocess.TimeoutExpired: after ``timeout`` seconds.
     """
-    return subprocess.run(
+    from grader_tests.course_lock import inherit_fds
+
+    return subprocess.run(  # (the run's grading lock handed down: the child shares it)
         [sys.executable, "-m", "nbgrader", *args],
         cwd=root, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, timeout=timeout, check=False,
+        text=True, timeout=timeout, check=False, pass_fds=inherit_fds(),
     )
 
 
@@ -541,7 +543,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """The demo (``main``'s steps), its progress lines in the language in use; returns the
-    exit status."""
+    exit status. The whole run holds the course's grading lock (``course_lock``): another
+    autograde or batch of the course waits for it, and this one for them; its own workers
+    and retries share it."""
+    from grader_tests.course_lock import course_lock
+
+    with course_lock(args.root.resolve(), "python -m tools.demo"):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``run`` once the course's grading lock is held."""
     root = args.root.resolve()
     started = time.perf_counter()
     invoked_from = Path.cwd()                 # where the printed paths are read from

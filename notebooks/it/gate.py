@@ -7,15 +7,17 @@ valutato, la cella torna quella originale).
 
 Questo compito addestra un modello costruito con le funzioni che hai scritto nel compito
 `attention`. Una passata all'indietro sbagliata non farebbe fallire l'addestramento: darebbe
-in silenzio un modello peggiore. Per questo il compito si apre solo quando le tue funzioni
-di attenzione superano i loro controlli visibili.
+in silenzio un modello peggiore. Per questo il docente te lo distribuisce quando il tuo
+notebook attention è stato valutato.
 
 La cella carica le tue funzioni dal tuo notebook attention, per default
 `../attention/attention.ipynb` (la cartella `attention` accanto a questa cartella
-`training`; per un altro percorso imposta la variabile d'ambiente ATTENTION_NOTEBOOK),
-esegue su di esse i controlli visibili di quel notebook e poi apre il cancello, oppure si
-ferma con l'elenco delle funzioni da correggere. Ogni cella successiva che usa le tue
-funzioni comincia con `require_gate()`.
+`training`; per un altro percorso imposta la variabile d'ambiente ATTENTION_NOTEBOOK) ed
+esegue su di esse i controlli visibili di quel notebook. Se il docente te lo ha distribuito
+(il file released.json accanto a questo notebook), il cancello si apre ed elenca i controlli
+visibili che ancora falliscono; senza quella decisione si apre solo quando tutti i controlli
+visibili passano, altrimenti si ferma con l'elenco delle funzioni da correggere. Ogni cella
+successiva che usa le tue funzioni comincia con `require_gate()`.
 """
 import os
 
@@ -47,6 +49,22 @@ _RELEASED_CELLS = __HASHES__
 
 class GateClosed(Exception):
     """Sollevata finché le funzioni di attenzione non hanno superato i loro controlli visibili."""
+
+
+# La decisione del docente, scritta accanto a questo notebook quando ti viene distribuito
+# training (tools/unlock_training.py: grader_tests.unlock.DECISION_FILE).
+RELEASE_DECISION = "released.json"
+
+
+def release_decision():
+    """La decisione del docente registrata quando ti è stato distribuito training (un dict con
+    la soglia e il tuo punteggio di attention), oppure None dove non c'è (il notebook del
+    docente, o una cartella training distribuita in altro modo)."""
+    try:
+        decision = json.loads(Path(RELEASE_DECISION).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return decision if isinstance(decision, dict) and decision.get("released") is True else None
 
 
 def require_implemented(fn, *args):
@@ -141,8 +159,12 @@ def _gate_run():
                                  "exec"), dict(namespace))
             except (Exception, SystemExit) as exc:  # noqa: BLE001
                 failures[name] = first_line(exc)
-    if failures:
-        lines = [f"  - {name}: {message}" for name, message in failures.items()]
+    # Distribuito dal docente, il cancello è la decisione del docente: un controllo visibile
+    # che ancora fallisce viene segnalato e l'addestramento usa le funzioni così come sono (una
+    # funzione non definita affatto lo tiene chiuso: non c'è niente con cui addestrare).
+    decision = release_decision()
+    lines = [f"  - {name}: {message}" for name, message in failures.items()]
+    if failures and (decision is None or any(name not in namespace for name in failures)):
         return False, tr(
             "The training assignment opens when your attention functions pass their visible checks.\n"
             "In {path}, {failed} of {total} do not:\n{lines}\n"
@@ -154,9 +176,18 @@ def _gate_run():
     whose = (tr("the instructor's source notebook (the reference solution)")
              if any(marker in cells.get(f"{n}_solution", "") for n in ATTENTION_FUNCTIONS)
              else tr("your notebook"))
-    return True, tr("Gate open: the {count} attention functions of {whose}, {path},\n"
-                    "pass their visible checks and are now defined here.", count=len(functions),
-                    whose=whose, path=path), functions
+    if decision is None:
+        return True, tr("Gate open: the {count} attention functions of {whose}, {path},\n"
+                        "pass their visible checks and are now defined here.", count=len(functions),
+                        whose=whose, path=path), functions
+    report = tr("Gate open: the instructor released training to {student} (attention at {threshold}).\n"
+                "The {count} attention functions of {whose}, {path}, are now defined here.",
+                student=decision.get("student", "?"), threshold=decision.get("threshold", "?"),
+                count=len(functions), whose=whose, path=path)
+    if failures:
+        report += "\n" + tr("These still fail a visible check, and the training uses them as they are:\n"
+                            "{lines}", lines="\n".join(lines))
+    return True, report, functions
 
 
 __VALIDATE_HELPERS__
