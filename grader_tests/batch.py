@@ -440,7 +440,7 @@ def _run(submitted: str, owner: Assignment, root: str, course_id: str | None, db
     # A student with no <assignment> folder has not submitted it: nothing is recorded (an
     # empty folder is a submission, graded 0 with its reason).
     absent = {s for s in students if not os.path.isdir(os.path.join(submitted, s, assignment))}
-    from .unlock import ASSIGNMENT as GATED, not_released
+    from .release_ledger import ASSIGNMENT as GATED, not_released
 
     if assignment == GATED:  # graded only for the students it was released to
 

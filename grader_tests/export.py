@@ -14,7 +14,7 @@ a tab or a carriage return gets a leading apostrophe, which spreadsheets show as
 An assignment the kit releases student by student (`training`, behind its gate: an
 ``Assignment`` with a ``gate_cell``) has a row only for the students it was released to,
 those the unlock command recorded in its ledger (``unlocked/unlocked.json`` of the course
-root, ``unlock.LEDGER``), and for anyone who submitted it: a student it was never released
+root, ``release_ledger.LEDGER``), and for anyone who submitted it: a student it was never released
 to has nothing to be scored on, where nbgrader's plugin writes a row of 0.0 as for a
 student who did not hand in. The log says how many rows were left out and why.
 """
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import csv
 import os
-from pathlib import Path
 from typing import Any
 
 from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from . import assignments
+from .release_ledger import released_to
 from .student_ids import FORMULA_STARTS
 
 __all__ = ["COLUMNS", "CourseCsvExport", "neutralise"]
@@ -49,18 +49,6 @@ def neutralise(text: str) -> str:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
-def released_to(root: str | Path) -> set[str]:
-    """The students the unlock command released the gated assignment to: the ids of its
-    ledger (``<root>/unlocked/unlocked.json``), empty when there is none.
-
-    Raises:
-        OSError, ValueError: the ledger exists but cannot be read as JSON.
-    """
-    from .unlock import LEDGER, load_ledger
-
-    return {str(s) for s in load_ledger(Path(root) / "unlocked" / LEDGER)["students"]}
-
-
 class CourseCsvExport(ExportPlugin):
     """nbgrader's CSV export (same file, columns and values), quoted and with the
     student-controlled cells neutralised, and no row for a gated assignment a student was
@@ -78,7 +66,7 @@ class CourseCsvExport(ExportPlugin):
         (a student with no submission: empty timestamp, scores 0), restricted to
         ``self.assignment`` / ``self.student`` when set; a gated assignment
         (``assignments.Assignment.gate_cell``) has no row for a student with no
-        submission it was never released to (``released_to``).
+        submission it was never released to (``release_ledger.released_to``).
 
         Raises:
             OSError: the file cannot be written, or the unlock ledger read.

@@ -202,7 +202,7 @@ def autograde_converter() -> type:
     * Every submission whose student id the kit's rule refuses
       (``student_ids.student_id_problem``) is left out, with an error naming the folder;
       so is a `training` submission of a student the instructor has not released it to
-      (``unlock.not_released``).
+      (``release_ledger.not_released``).
       nbgrader matches each ``submitted/<student>/<assignment>`` folder against a regular
     expression whose ``.*`` stops at a newline: a folder whose name holds one makes
     ``nbgrader autograde`` raise before it grades anyone, and every student sorted after
@@ -242,7 +242,7 @@ def autograde_converter() -> type:
                                    folder, problem)
                     del self.assignments[folder]
                 else:
-                    from .unlock import ASSIGNMENT, not_released  # the instructor's decision
+                    from .release_ledger import ASSIGNMENT, not_released  # the instructor's decision
 
                     problem = None if found["assignment_id"] != ASSIGNMENT else \
                         not_released(self.coursedir.root, found["student_id"])

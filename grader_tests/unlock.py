@@ -76,9 +76,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-GATE_ASSIGNMENT = "attention"
-ASSIGNMENT = "training"
-LEDGER = "unlocked.json"
+from .release_ledger import (  # noqa: F401  (re-exported: the ledger's one reading)
+    ASSIGNMENT,
+    GATE_ASSIGNMENT,
+    LEDGER,
+    load_ledger,
+    not_released,
+)
+
 # The instructor's decision, written beside the released notebook of each student released
 # to (their exchange course and unlocked/<student>/training): the notebook's gate reads it
 # (notebooks/gate.py, RELEASE_DECISION) and opens on it.
@@ -87,7 +92,7 @@ DECISION_FILE = "released.json"
 # ``("percent", x)``.
 Threshold = tuple[str, float | None]
 
-from .batch import alembic_on_path
+from .gradebook import alembic_on_path
 from .config import course_config
 from .core import POINTS, grade_id
 from .i18n import (
@@ -607,15 +612,6 @@ def decide(gradebook: Any, threshold: tuple[str, float | None]) -> list[dict]:
     return verdicts
 
 
-def load_ledger(path: Path) -> dict[str, Any]:
-    """The ledger ``{"assignment": ..., "students": {id: record}}`` (empty if absent)."""
-    if path.is_file():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data.setdefault("students", {})
-        return data
-    return {"assignment": ASSIGNMENT, "students": {}}
-
-
 def save_ledger(path: Path, ledger: dict[str, Any]) -> None:
     """Write ``ledger`` to ``path`` as JSON, atomically (a temporary file, then renamed).
 
@@ -655,32 +651,6 @@ def unsafe_student_id(student: object) -> str | None:
     if text == LEDGER:
         return _("the student id is the name of the ledger {ledger}").format(ledger=LEDGER)
     return None
-
-
-def not_released(root: str | Path, student: str) -> str | None:
-    """Why a `training` submission of ``student`` in the course ``root`` is not graded,
-    or None when it is: the instructor's decision is the ledger
-    ``<root>/unlocked/unlocked.json`` that ``unlock`` writes, and a student it does not
-    hold was not released `training` (whatever the notebook's own gate printed).
-
-    Returns:
-        None, or the reason (str, in the current language), which starts with
-        "not released to this student".
-    """
-    ledger = Path(root) / "unlocked" / LEDGER
-    try:
-        students = load_ledger(ledger)["students"]
-    except (OSError, ValueError) as exc:
-        students = {}
-        why = str(exc)
-    else:
-        why = ""
-    if isinstance(students, dict) and student in students:
-        return None
-    return _("not released to this student: {student} is not in {ledger}, the record of "
-             "the students `tools/unlock_training.py` released {assignment} to{why}").format(
-                 student=student, ledger=ledger, assignment=ASSIGNMENT,
-                 why=f" ({why})" if why else "")
 
 
 def unlock(gradebook: Any, release_dir: Path, unlocked_dir: Path, threshold: Threshold,

@@ -51,7 +51,7 @@ class GateClosed(Exception):
 
 
 # The instructor's decision, written beside this notebook when training is released to you
-# (tools/unlock_training.py: grader_tests.unlock.DECISION_FILE).
+# (the course's unlock step writes it under this name).
 RELEASE_DECISION = "released.json"
 
 

@@ -52,7 +52,7 @@ class GateClosed(Exception):
 
 
 # La decisione del docente, scritta accanto a questo notebook quando ti viene distribuito
-# training (tools/unlock_training.py: grader_tests.unlock.DECISION_FILE).
+# training (la scrive con questo nome il passo di sblocco del corso).
 RELEASE_DECISION = "released.json"
 
 
