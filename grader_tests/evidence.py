@@ -16,7 +16,8 @@ import os
 import re
 
 from .i18n import N_, _
-from .submission import MAGIC, SubmissionError, cell_name, code_of_notebook, keeps, read_cells
+from .submission import (GATE_ID, MAGIC, SubmissionError, cell_name, code_of_notebook, keeps,
+                         read_cells)
 
 # Modules a submission has no use for: the kit's own, and ways out of the process.
 # (Modules with honest uses in a notebook, such as gc, signal for a time limit, shutil or
@@ -401,7 +402,8 @@ def kit_cells(path: str, root: str | None = None) -> set[int]:
     """Cells of the notebook ``path`` that are the kit's own and that the loader does not
     run, but that lost the metadata saying so (a front end that strips it): code cells
     without nbgrader metadata or tags whose code is a released cell the loader leaves out
-    (lesson cells, visible and hidden tests). Their indices go to ``submission.load``'s
+    (lesson cells, visible and hidden tests; not the training gate, whose definitions the
+    graders need). Their indices go to ``submission.load``'s
     ``skip``, so that the kit's cells are not run as the student's, nor blamed for what
     they import.
 
@@ -419,7 +421,8 @@ def kit_cells(path: str, root: str | None = None) -> set[int]:
     for released in _released(root):
         try:
             left_out.update(_as_loaded(c["source"]) for c in read_cells(released)
-                            if c["cell_type"] == "code" and not keeps(c, given=True))
+                            if c["cell_type"] == "code" and not keeps(c, given=True)
+                            and c["metadata"]["nbgrader"].get("grade_id") != GATE_ID)
         except SubmissionError:
             continue
     try:
