@@ -8,6 +8,7 @@ sets its own course id, root and gradebook.
 
 import math
 import os
+import re
 
 import grader_tests
 import nbformat
@@ -80,8 +81,9 @@ c.JailedExecute.notebook_seconds = NOTEBOOK_TIME_LIMIT
 c.JailedExecute.output_bytes = 4 * 2**20
 c.JailedExecute.max_outputs = 2000
 # The largest part of one kernel message the grader receives at all (the notebooks of the
-# example class send 170 to 260 kB of messages in all, no output above 5 kB): ZeroMQ drops
-# a larger one unread, and its cell ends as one that ran out of time.
+# example class send 170 to 260 kB of messages in all, no output above 5 kB): the kernel
+# sends a note of a larger output's size in its place (ZeroMQ would drop it unread), and the
+# rest of the cell and of the notebook run.
 c.JailedExecute.message_limit = 16 * 2**20
 c.Execute.timeout = GRADED_CELL_TIMEOUT  # what nbclient uses where no cell is at hand
 c.Execute.timeout_func = cell_timeout
@@ -95,7 +97,9 @@ c.Execute.startup_timeout = 120
 
 class RestoreDeletedGradeCells(OverwriteCells):
     """``OverwriteCells`` that puts a deleted grade cell back after the nearest earlier
-    cell of the instructor notebook that the submission still has.
+    cell of the instructor notebook that the submission still has (known by its nbgrader
+    id or, where the cells lost their metadata, by its text or the function it defines:
+    ``recognised_cells``).
 
     nbgrader 0.9.6 looks only at the cell just before the deleted one and expects it to be
     a grade or solution cell; in this kit that cell is a locked visible-test cell, and
@@ -111,9 +115,10 @@ class RestoreDeletedGradeCells(OverwriteCells):
         source = {cell.name: cell for cell in source_nb.source_cells}
         solutions = {cell.name for cell in source_nb.solution_cells}
         for grade_cell in source_nb.grade_cells:
-            present = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
-            if grade_cell.name in present:
+            ids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
+            if grade_cell.name in ids:
                 continue
+            present = self.recognised_cells(nb, source_nb)
             self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
             cell = self.missing_cell_transform(source[grade_cell.name], grade_cell.max_score,
                                                is_solution=grade_cell.name in solutions)
@@ -125,6 +130,29 @@ class RestoreDeletedGradeCells(OverwriteCells):
             at = next((present.index(name) + 1 for name in reversed(earlier) if name in present), 0)
             nb.cells.insert(at, cell)
         return nb, resources
+
+    def recognised_cells(self, nb, source_nb):
+        """The instructor's cell name of each of ``nb``'s cells, or None: its nbgrader id;
+        for a cell that lost its metadata (saved by a front end that strips it), the
+        instructor's cell whose source or released text it has, or the solution cell of
+        the graded part it defines (``def softmax(`` at the start of a line); so that a
+        restored cell goes back beside its part, not to the top."""
+        texts = {}
+        for cell in source_nb.source_cells:
+            texts.setdefault(cell.source, cell.name)
+            texts.setdefault(released_source(cell, parent=self), cell.name)
+        parts = {cell.name[: -len("_solution")]: cell.name for cell in source_nb.solution_cells
+                 if cell.name.endswith("_solution")}
+        names = []
+        for cell in nb.cells:
+            name = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if not name and cell.get("source"):
+                name = texts.get(cell.source)
+                if name is None and cell.cell_type == "code":
+                    name = next((solution for part, solution in parts.items() if re.search(
+                        rf"^def[ \t]+{re.escape(part)}\b", cell.source, re.MULTILINE)), None)
+            names.append(name)
+        return names
 
     def preprocess_cell(self, cell, resources, index):
         """nbgrader's check of a locked cell, without its false alarm on hidden tests.

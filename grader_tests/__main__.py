@@ -26,12 +26,14 @@ import os
 import sys
 
 from . import assignments
+from .evidence import kit_cells
 from .i18n import (LANGUAGES, ArgumentParser, _, course_language, folder_language,
                    use_language)
 from .report import GradeReport, format_result, tampering_flags, visible
 from .runner import grade_namespace
 from .sandbox import grade_isolated
-from .submission import SubmissionError, assignment_of, code_of_notebook, load
+from .submission import (SubmissionError, assignment_of, code_of_notebook, load,
+                         undefined_by_syntax)
 
 ASSIGNMENTS = tuple(assignments.ASSIGNMENTS)
 
@@ -124,10 +126,11 @@ def _grade(args: argparse.Namespace) -> int:
     isolated = not args.in_process
     if not isolated:
         try:
-            loaded = load(args.path, assignment=assignment.name)
+            loaded = load(args.path, assignment=assignment.name, skip=kit_cells(args.path))
         except SubmissionError as exc:
             return _unreadable(args, str(exc))
-        results = grade_namespace(loaded.namespace, args.only, assignment=assignment)
+        results = grade_namespace(loaded.namespace, args.only, assignment=assignment,
+                                  undefined=undefined_by_syntax(args.path, assignment))
         cell_errors = loaded.cell_errors
         flags = tampering_flags(results)
     else:

@@ -211,10 +211,14 @@ def main():
             submission.use_messages(messages if isinstance(messages, dict) else None)
             try:
                 allowed = request.get("allowed_modules")
-                loaded = submission.load(request["path"], request.get("cell_time_limit"),
-                                         request.get("assignment", DEFAULT.name),
-                                         None if allowed is None else
-                                         tuple(str(m) for m in allowed))
+                loaded = submission.load(
+                    request["path"], request.get("cell_time_limit"),
+                    request.get("assignment", DEFAULT.name),
+                    None if allowed is None else tuple(str(m) for m in allowed),
+                    # each cell announced before it runs: the grader stops one that never
+                    # finishes and loads again without it
+                    on_cell=lambda index: send(conn, {"op": "cell", "index": index}, table),
+                    skip=frozenset(int(i) for i in request.get("skip", ())))
                 namespace = loaded.namespace
                 errors = loaded.cell_errors
             except submission.SubmissionError as exc:

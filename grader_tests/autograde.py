@@ -24,6 +24,7 @@ grade. ``nbgrader_config.py`` replaces two of its steps with the classes here:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
-from . import jail
+from . import _kernel, jail
 from .relay import KernelRelay
 from .i18n import DEFAULT_LANGUAGE, _, config_language, use_language
 from .submission import nbgrader_metadata
@@ -121,6 +122,9 @@ class JailedKernelManager(AsyncKernelManager):
     LIMITS = jail.Limits(cpu_seconds=1800, processes=128, address_space_bytes=8 * 2**30)
     # Bytes the kernel may send before it is stopped (``JailedExecute.output_bytes``).
     message_budget: int = OUTPUT_BYTES
+    # Bytes of the largest output the kernel sends (``JailedExecute`` sets it: its
+    # ``message_limit``, at most the budget); 0: no limit told to the kernel.
+    message_limit = 0
 
     async def _jail_pre_start(self, **kw: Any):
         jail.require()
@@ -222,7 +226,9 @@ class JailedKernelManager(AsyncKernelManager):
             readonly=[(self._jail_dir, self._jail_dir), (launcher, self.LAUNCHER)],
             submission_dir=student_dir, keep_fds=[fd for _, fd in sockets],
             cwd=inside, limits=self.LIMITS,
-            env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"},
+            env={"JUPYTER_RUNTIME_DIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython",
+                 # the kernel refuses, with a note, an output the grader would not receive
+                 _kernel.MESSAGE_LIMIT_VARIABLE: str(int(self.message_limit))},
             new_session=False)
         self._jail_preexec = command.preexec
         self._jail_uid, self._jail_group = command.uid, command.group
@@ -326,9 +332,10 @@ class JailedExecute(Execute):
                                               "stopped and its cell says why."
                            ).tag(config=True)
     message_limit = Integer(16 * 2**20, help="Bytes of the largest part of one kernel message "
-                                             "the grader receives; a larger message is dropped "
-                                             "unread, and its cell ends as one that ran out of "
-                                             "time.").tag(config=True)
+                                             "the grader receives; the kernel sends a note of "
+                                             "a larger output's size instead (one that does "
+                                             "not is dropped unread), and the notebook goes "
+                                             "on.").tag(config=True)
     max_outputs = Integer(2000, help="Outputs (all cells together) kept from the kernel's "
                                      "run; the rest are dropped with a note.").tag(config=True)
     notebook_seconds = Float(600, help="Seconds of wall time for all the notebook's cells "
@@ -368,18 +375,12 @@ class JailedExecute(Execute):
                           self._kept_outputs)
         return clean_notebook(nb), resources
 
-    def create_kernel_manager(self):
-        """nbclient's kernel manager, whose kernel may send ``output_bytes`` bytes."""
-        km = super().create_kernel_manager()
-        if isinstance(km, JailedKernelManager):
-            km.message_budget = int(self.output_bytes)
-        return km
-
     async def async_start_new_kernel_client(self):
         """nbclient's kernel client, whose sockets refuse any message part larger than
-        ``message_limit`` bytes: ZeroMQ drops it before the grader holds it (and the
-        connection with it, so the cell then runs out of time and the kernel's run stops
-        there, as for any cell that runs out of time)."""
+        ``message_limit`` bytes: ZeroMQ drops it before the grader holds it, and the
+        connection with it (the kernel, told the limit, sends a note in place of such an
+        output; one that sends it all the same loses it, and ``_async_poll_for_reply``
+        connects anew for the next cells)."""
         import zmq
 
         make_client = self.km.client
@@ -394,6 +395,41 @@ class JailedExecute(Execute):
             return await super().async_start_new_kernel_client()
         finally:
             del self.km.client
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg,
+                                    task_poll_kernel_alive):
+        """nbclient's wait for a cell's reply, where a cell whose reply came but whose
+        outputs stopped short (a message past ``message_limit``, dropped unread with the
+        connection it came on) is no time-out: the kernel finished the cell, the notebook
+        goes on, and the cell says what was refused (``_outputs_refused``)."""
+        raising, self.raise_on_iopub_timeout = self.raise_on_iopub_timeout, False
+        try:
+            reply = await super()._async_poll_for_reply(msg_id, cell, timeout,
+                                                        task_poll_output_msg,
+                                                        task_poll_kernel_alive)
+        finally:
+            self.raise_on_iopub_timeout = raising
+        if task_poll_output_msg.cancelled():  # nbclient gave up on the cell's outputs
+            self._outputs_refused = True
+            # ZeroMQ closed the connection the refused message came on: a new one for the
+            # cells after this one
+            channel, self.kc._iopub_channel = self.kc._iopub_channel, None
+            if channel is not None:
+                channel.close()
+            self.kc.iopub_channel.start()
+            await asyncio.sleep(0.5)  # (its subscription reaching the kernel)
+        return reply
+
+    def create_kernel_manager(self):
+        """nbclient's kernel manager, whose kernel may send ``output_bytes`` bytes in all
+        and is told the largest output it may send: ``message_limit``, and never more than
+        the whole budget (its kernel then refuses a larger output itself, with a note, and
+        the notebook goes on, where sending it would stop the kernel)."""
+        km = super().create_kernel_manager()
+        km.message_limit = min(int(self.message_limit), int(self.output_bytes))
+        if isinstance(km, JailedKernelManager):
+            km.message_budget = int(self.output_bytes)
+        return km
 
     def start_new_kernel_client(self):
         """The same, for nbclient's synchronous ``setup_kernel`` (which nbconvert uses)."""
@@ -455,6 +491,21 @@ class JailedExecute(Execute):
                 and isinstance(content.get("text"), str) and isinstance(last.get("text"), str):
             last["text"] += content["text"]
             return last
+        refused = (content.get("data") or {}).get(_kernel.REFUSED_MIME) \
+            if isinstance(content.get("data"), dict) else None
+        if msg.get("msg_type") == "display_data" and isinstance(refused, dict):
+            # the kernel's note of an output too large to send (``_kernel``), in words
+            size = refused.get("bytes")
+            with use_language(self._language):
+                note = _("[an output of {size} bytes was refused: a single message may hold "
+                         "at most {mib:g} MiB while grading (a large image or array "
+                         "shown?); the rest of the cell and of the notebook ran]").format(
+                             size=size if isinstance(size, int) else "?",
+                             mib=min(self.message_limit, self.output_bytes) / 2**20)
+            out = nbformat.v4.new_output("stream", name="stderr", text=note + "\n")
+            outs.append(out)
+            self._kept_outputs += 1
+            return out
         before = len(outs)
         out = super().output(outs, msg, display_id, cell_index)
         self._kept_outputs += len(outs) - before
@@ -516,8 +567,17 @@ class JailedExecute(Execute):
                          "functions were graded as usual]").format(seconds=self.notebook_seconds)
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=note + "\n")]
             return cell, resources
+        self._outputs_refused = False
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._outputs_refused:
+                with use_language(self._language):
+                    note = _("[an output of this cell was refused: a single message larger "
+                             "than {mib:g} MiB is not received while grading (a large image "
+                             "or array shown?); the cell ran to its end, and the notebook "
+                             "went on]").format(mib=self.message_limit / 2**20)
+                cell.outputs = list(cell.get("outputs", [])) + [
+                    nbformat.v4.new_output("stream", name="stderr", text=note + "\n")]
         except (CellTimeoutError, DeadKernelError, RuntimeError) as exc:
             # The kernel stopped answering (a fork bomb, a flood, memory), or was stopped
             # for sending past its budget: the cells after this one are not run; the points

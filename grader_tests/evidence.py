@@ -16,7 +16,8 @@ import os
 import re
 
 from .i18n import N_, _
-from .submission import SubmissionError, cell_name, code_of_notebook, read_cells
+from .submission import (GATE_ID, MAGIC, SubmissionError, cell_name, code_of_notebook, keeps,
+                         read_cells)
 
 # Modules a submission has no use for: the kit's own, and ways out of the process.
 # (Modules with honest uses in a notebook, such as gc, signal for a time limit, shutil or
@@ -366,20 +367,71 @@ def findings(code: str, course_root: str | None = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _released(root: str) -> list[str]:
+    """The notebooks the kit hands out (``release/*/*.ipynb`` under ``root``)."""
+    release = os.path.join(root, "release")
+    return [os.path.join(release, folder, name)
+            for folder in (sorted(os.listdir(release)) if os.path.isdir(release) else ())
+            if os.path.isdir(os.path.join(release, folder))
+            for name in sorted(os.listdir(os.path.join(release, folder)))
+            if name.endswith(".ipynb")]
+
+
+def _as_loaded(source: str) -> str:
+    """A cell's code as ``code_of_notebook`` gives it (IPython syntax commented out)."""
+    return MAGIC.sub(r"\1pass  # \2", source)
+
+
 def given_code(root: str) -> set[str]:
     """Sources of the code cells the kit itself hands out (``release/*/*.ipynb`` under
-    ``root``): a cell left as given is the kit's code, not evidence against a student."""
+    ``root``), every one of them (lesson cells and visible tests too), as the loader reads
+    them: a cell left as given is the kit's code, not evidence against a student, even
+    in a notebook whose cells lost their metadata."""
     given: set[str] = set()
-    release = os.path.join(root, "release")
-    for folder in sorted(os.listdir(release)) if os.path.isdir(release) else ():
-        for name in sorted(os.listdir(os.path.join(release, folder))):
-            if name.endswith(".ipynb"):
-                try:
-                    given.update(code for _, code in
-                                 code_of_notebook(os.path.join(release, folder, name), True))
-                except SubmissionError:
-                    continue
+    for path in _released(root):
+        try:
+            given.update(code for _, code in code_of_notebook(path, True))
+            given.update(_as_loaded(c["source"]) for c in read_cells(path)
+                         if c["cell_type"] == "code")
+        except SubmissionError:
+            continue
     return given
+
+
+def kit_cells(path: str, root: str | None = None) -> set[int]:
+    """Cells of the notebook ``path`` that are the kit's own and that the loader does not
+    run, but that lost the metadata saying so (a front end that strips it): code cells
+    without nbgrader metadata or tags whose code is a released cell the loader leaves out
+    (lesson cells, visible and hidden tests; not the training gate, whose definitions the
+    graders need). Their indices go to ``submission.load``'s
+    ``skip``, so that the kit's cells are not run as the student's, nor blamed for what
+    they import.
+
+    Args:
+        path: str, a notebook (a ``.py`` file has no cells: empty).
+        root: the kit's folder (default: this package's parent).
+
+    Returns:
+        set of int, indices in the notebook's cells; empty when it cannot be read.
+    """
+    if path.endswith(".py"):
+        return set()
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    left_out: set[str] = set()
+    for released in _released(root):
+        try:
+            left_out.update(_as_loaded(c["source"]) for c in read_cells(released)
+                            if c["cell_type"] == "code" and not keeps(c, given=True)
+                            and c["metadata"]["nbgrader"].get("grade_id") != GATE_ID)
+        except SubmissionError:
+            continue
+    try:
+        cells = read_cells(path)
+    except SubmissionError:
+        return set()
+    return {i for i, c in enumerate(cells) if c["cell_type"] == "code" and
+            not c["metadata"]["nbgrader"] and not c["metadata"]["tags"] and
+            c["source"].strip() and _as_loaded(c["source"]) in left_out}
 
 
 def kit_references(path: str) -> list[str]:

@@ -62,7 +62,8 @@ def _assignment_of(name: str, assignment: "str | Assignment | None") -> Assignme
 
 
 def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_LIMIT,
-                   assignment: "str | Assignment | None" = None) -> FunctionResult:
+                   assignment: "str | Assignment | None" = None,
+                   undefined: "dict[str, str] | None" = None) -> FunctionResult:
     """Run every check registered for ``name`` against ``namespace[name]``.
 
     Args:
@@ -74,6 +75,9 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
             checks are not run and fail with ``timeout``.
         assignment: the ``Assignment`` (or its name) whose points apply; None: the one
             that grades ``name``.
+        undefined: dict name -> why the submission does not define it, read by the grader
+            from the file (``submission.undefined_by_syntax``: its cell does not parse);
+            said instead of "not defined" when ``name`` is missing.
 
     Returns:
         FunctionResult, score in points.
@@ -88,15 +92,22 @@ def grade_function(name: str, namespace: dict, time_limit_s: float = CALL_TIME_L
     started = time.perf_counter()
     results: list[CheckResult] = []
     target: Any
+    why = (undefined or {}).get(name)
     if name.startswith("exercise_"):
         target = namespace  # exercises are graded on the variables the student assigned
+        if why and any((undefined or {}).get(v) == why and v not in namespace
+                       for v in owner.variables):  # its answers' cell did not parse
+            return _all_failed(name, registered, "not-implemented", _(
+                "{name} is not defined in the submission: {why}").format(name=name, why=why),
+                max_score, started)
     else:
         target = namespace.get(name)
         if not callable(target):
-            results = [CheckResult(title, False, "not-implemented",
-                                   _("{name} is not defined in the submission: define a "
-                                     "function named {name} (names are case-sensitive)."
-                                     ).format(name=name))
+            message = _("{name} is not defined in the submission: {why}").format(
+                name=name, why=why) if why else _(
+                "{name} is not defined in the submission: define a function named {name} "
+                "(names are case-sensitive).").format(name=name)
+            results = [CheckResult(title, False, "not-implemented", message)
                        for title, _check in registered]
             return FunctionResult(name, 0.0, max_score, results, time.perf_counter() - started)
         borrowed = _borrowed(target, namespace)
@@ -301,7 +312,8 @@ def _borrowed(fn: Callable, namespace: dict) -> str | None:
 
 def grade_namespace(namespace: dict, names: Iterable[str] | None = None,
                     time_limit_s: float = CALL_TIME_LIMIT,
-                    assignment: "str | Assignment | None" = None) -> dict[str, FunctionResult]:
+                    assignment: "str | Assignment | None" = None,
+                    undefined: "dict[str, str] | None" = None) -> dict[str, FunctionResult]:
     """Grade every graded name of ``assignment`` (or only ``names``) in ``namespace``.
 
     Args:
@@ -309,6 +321,7 @@ def grade_namespace(namespace: dict, names: Iterable[str] | None = None,
         names: graded names to grade, or None for all of the assignment's.
         time_limit_s: float, seconds one call of student code may run.
         assignment: the ``Assignment`` or its name (default ``assignments.DEFAULT``).
+        undefined: dict name -> why the submission does not define it (``grade_function``).
 
     Returns:
         dict name -> FunctionResult, in the order of ``names`` (the assignment's order
@@ -320,4 +333,4 @@ def grade_namespace(namespace: dict, names: Iterable[str] | None = None,
     """
     owner = assignments.get(assignment)
     names = list(owner.points) if names is None else list(names)
-    return {n: grade_function(n, namespace, time_limit_s, owner) for n in names}
+    return {n: grade_function(n, namespace, time_limit_s, owner, undefined) for n in names}

@@ -7,6 +7,10 @@ plain data (``wire``): the grader compares real NumPy arrays it decoded itself, 
 patched ``numpy.allclose``, a faked module or a lying ``__eq__`` in the submission's
 process changes nothing here.
 
+Loading: the worker announces each cell of the submission before it runs it; a cell
+that never finishes is stopped from here, named, and the submission loaded again without
+it (``Sandbox.start``), so the other cells' functions are graded.
+
 Per call: a time limit (the check's, enforced here; the worker is killed and restarted
 with the submission reloaded), an address-space cap in the worker (``MemoryError`` there),
 and any exit of the worker (``sys.exit``, ``os._exit``, a signal) is a ``crash`` of that
@@ -52,11 +56,29 @@ WORKER = os.path.join(HERE, "_worker.py")
 MAX_MESSAGE_BYTES = 64 * 2**20
 # Seconds a message may take when no call's deadline applies.
 BACKSTOP_SECONDS = 600.0
+# Seconds a submission's whole load may take (each of its cells a third): the one loading
+# time-out (``Sandbox.load_time_limit``).
+LOAD_TIME_LIMIT = 60.0
+# Seconds past a cell's own limit (a third of ``Sandbox.load_time_limit``, which the
+# worker's alarm enforces) after which the grader stops a worker whose cell still runs
+# (the alarm caught, ignored, or held off by a call that never returns to Python), and
+# loads the submission again without that cell.
+CELL_GRACE_SECONDS = 2.0
+# Cells the grader may skip so while loading one submission; past them nothing is graded.
+MAX_SKIPPED_CELLS = 3
 # The worker and the modules it imports, as the package grader_tests: the only code of the
 # kit inside the jail (the package's __init__ and assignments load nothing else).
 WORKER_FILES = ("__init__.py", "_worker.py", "assignments.py", "wire.py", "rebind.py",
                 "submission.py")
 PACKAGE = os.path.basename(HERE)
+
+
+class _CellHung(Exception):
+    """Cell ``index`` of the submission ran past its time while it loaded."""
+
+    def __init__(self, index):
+        super().__init__(index)
+        self.index = index
 
 
 class RemoteError(Exception):
@@ -73,16 +95,21 @@ class Sandbox:
     Args:
         path: str, the submission (notebook or ``.py``).
         memory_mb: int, address space the worker may add after start-up (0: no cap).
-        load_time_limit: float, seconds the whole load may take; each cell gets a third.
+        load_time_limit: float, seconds the whole load may take (default
+            ``LOAD_TIME_LIMIT``); each cell gets a third
+            (the worker's alarm), and a cell still running ``CELL_GRACE_SECONDS`` later is
+            stopped by the grader and skipped (``skipped``), the submission loaded again
+            without it (at most ``MAX_SKIPPED_CELLS`` cells).
         allowed_modules: tuple of str, the third-party modules the submission may import
             (default: ``config.allowed_modules()``, the course's list).
         limits: ``jail.Limits`` of the worker's jail (default ``jail.Limits()``: its
             whole memory, CPU weight, processes).
     """
 
-    def __init__(self, path, memory_mb=1024, load_time_limit=60.0, assignment="attention",
+    def __init__(self, path, memory_mb=1024, load_time_limit=None, assignment="attention",
                  jailed=True, allowed_modules=None, limits=None):
-        self.path, self.memory_mb, self.load_time_limit = path, memory_mb, load_time_limit
+        self.path, self.memory_mb = path, memory_mb
+        self.load_time_limit = LOAD_TIME_LIMIT if load_time_limit is None else load_time_limit
         self.limits = limits or jail.Limits()
         self.assignment, self.jailed = assignments.get(assignment), jailed
         # third-party modules the submission may import (the course's list by default)
@@ -95,6 +122,8 @@ class Sandbox:
         self.observed: dict[str, int] = {}  # the kernel's counts in it (cgroup.Group)
         self.memory_reached, self.memory_limit, self.pids_limit = False, 0, 0
         self.names, self.cell_errors = {}, []
+        self.skipped: dict[int, str] = {}  # cell index -> why the grader skipped it
+        self.kit_cells: set[int] | None = None  # ``evidence.kit_cells``, not run either
         self.callables = {}   # key -> a function of ours the worker may call back
         self.callees = {}     # graded name -> what answers it for the function being graded
         self.refused = []     # callbacks the worker asked for and was never offered
@@ -104,7 +133,9 @@ class Sandbox:
 
     # -- process management ---------------------------------------------------------------
     def start(self):
-        """Start the worker in the jail (or, opted in, unjailed) and load the submission.
+        """Start the worker in the jail (or, opted in, unjailed) and load the submission;
+        a cell that never finishes is skipped (``skipped``, named in ``cell_errors``) and
+        the submission loaded again without it.
 
         Raises:
             jail.JailUnavailable: no jail can be made here and unjailed grading was not
@@ -112,6 +143,52 @@ class Sandbox:
             StudentTimeout, WorkerDied: loading did not finish (``grade_isolated`` turns
                 these into a grade).
         """
+        while True:
+            try:
+                return self._start()
+            except _CellHung as hung:
+                if len(self.skipped) >= MAX_SKIPPED_CELLS:
+                    raise StudentTimeout() from None
+                self.skipped[hung.index] = self._skip_message(hung.index)
+
+    def undefined(self):
+        """Why the submission does not define what it meant to, read by the grader from
+        the file: name -> the message of the cell that would have defined it, a cell that
+        does not parse (``submission.undefined_by_syntax``) or one the grader skipped
+        (``skipped``; its names read as ``submission.cell_definitions`` reads them)."""
+        why = submission.undefined_by_syntax(self.path, self.assignment)
+        if self.skipped and not self.path.endswith(".py"):
+            try:
+                cells = submission.read_cells(self.path)
+                chunks = submission.code_of_notebook(self.path,
+                                                     given=self.assignment.given_cells)
+            except submission.SubmissionError:
+                return why
+            for index, source in chunks:
+                if index in self.skipped:
+                    for name in submission.cell_definitions(cells[index], source):
+                        why.setdefault(name, self.skipped[index])
+        elif self.skipped:  # a .py file: the one chunk, 0
+            with open(self.path, encoding="utf-8", errors="replace") as f:
+                for name in submission.cell_definitions(None, f.read()):
+                    why.setdefault(name, self.skipped[0])
+        return why
+
+    def _skip_message(self, index):
+        """What ``cell_errors`` says of cell ``index``, skipped: the cell named as
+        ``submission.cell_name`` names it, read by the grader from the file."""
+        try:
+            cells = [] if self.path.endswith(".py") else submission.read_cells(self.path)
+        except submission.SubmissionError:
+            cells = []
+        where = submission.cell_name(cells, index) if 0 <= index < len(cells) else \
+            i18n._("the file")
+        return i18n._("{cell}: still running after {seconds:g} s while the submission "
+                      "loaded (a loop that never ends at the top level of a cell?): skipped, "
+                      "and the rest of the submission graded without it").format(
+                          cell=where, seconds=self.load_time_limit / 3 + CELL_GRACE_SECONDS)
+
+    def _start(self):
         parent, child = socket.socketpair()
         if child.fileno() <= jail.SECCOMP_FD:  # the jail's launcher opens its filter there
             import fcntl
@@ -152,23 +229,67 @@ class Sandbox:
                                      cwd=cwd, env=env, preexec_fn=preexec)
         child.close()
         self.conn = Connection(parent.detach())
-        reply = self._request({"op": "load", "path": path,
-                               "spec_names": list(SPEC_FUNCTIONS),
-                               "names": list(self.assignment.points),
-                               "callees": {n: list(allowed_callees(n))
-                                           for n in self.assignment.points},
-                               "assignment": self.assignment.name,
-                               "variables": list(self.assignment.variables),
-                               "cell_time_limit": self.load_time_limit / 3,
-                               "allowed_modules": list(self.allowed_modules),
-                               # the loading's messages in the grading's language
-                               "messages": submission.message_table(i18n._)},
-                              self.load_time_limit)
+        if self.kit_cells is None:  # the kit's own cells that lost their metadata
+            self.kit_cells = evidence.kit_cells(self.path)
+        reply = self._load({"op": "load", "path": path,
+                            "skip": sorted(set(self.skipped) | self.kit_cells),
+                            "spec_names": list(SPEC_FUNCTIONS),
+                            "names": list(self.assignment.points),
+                            "callees": {n: list(allowed_callees(n))
+                                        for n in self.assignment.points},
+                            "assignment": self.assignment.name,
+                            "variables": list(self.assignment.variables),
+                            "cell_time_limit": self.load_time_limit / 3,
+                            "allowed_modules": list(self.allowed_modules),
+                            # the loading's messages in the grading's language
+                            "messages": submission.message_table(i18n._)})
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()
             raise WorkerDied()
         self.names = {str(k): v for k, v in reply["names"].items() if isinstance(v, dict)}
-        self.cell_errors = [str(e) for e in reply.get("cell_errors", [])][:200]
+        self.cell_errors = (list(self.skipped.values()) +
+                            [str(e) for e in reply.get("cell_errors", [])])[:200]
+
+    def _load(self, message):
+        """Send the load request and wait for its reply, cell by cell: the worker
+        announces each cell before it runs (``{"op": "cell", "index": i}``, indices rising);
+        the whole load has ``load_time_limit``, each cell its third plus
+        ``CELL_GRACE_SECONDS``.
+
+        Raises:
+            _CellHung: a cell ran past its time (the worker is stopped).
+            StudentTimeout, WorkerDied: the load ran past ``load_time_limit``, the worker
+                ended, or it sent what no worker sends (stopped too).
+        """
+        started = time.monotonic()
+        end = started + self.load_time_limit
+        cell, cell_end = None, end
+        self.deadline = end
+        try:
+            self._send(message)
+            while True:
+                try:
+                    reply = self._receive(min(end, cell_end))
+                except StudentTimeout:
+                    if cell is not None and cell_end < end:
+                        self.stop()
+                        raise _CellHung(cell) from None
+                    raise
+                if reply.get("op") == "callback":
+                    self._answer_callback(reply)
+                    continue
+                if reply.get("op") != "cell":
+                    return reply
+                index = reply.get("index")
+                if type(index) is not int or (cell is not None and index <= cell):
+                    raise WorkerDied()
+                cell = index
+                cell_end = time.monotonic() + self.load_time_limit / 3 + CELL_GRACE_SECONDS
+        except (StudentTimeout, WorkerDied, OSError, ValueError, KeyError):
+            self.stop()
+            raise
+        finally:
+            self.deadline = None
 
     def stop(self):
         """Kill the worker (idempotent)."""
@@ -605,7 +726,8 @@ def _grade_in(box, names, assignment, flags):
             for n in (names or points)}
         return results, [what], flags
     ns = remote_namespace(box)
-    results = grade_namespace(ns, names, assignment=assignment)
+    results = grade_namespace(ns, names, assignment=assignment,
+                              undefined=box.undefined())
     cell_errors = box.cell_errors
     flags += [i18n._("the submission's process asked the grader for {name!r}, which it "
                      "was never offered").format(name=name)

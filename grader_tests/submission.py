@@ -67,6 +67,10 @@ MESSAGES = (
     N_("{cell}: stopped after {seconds:g} s (a loop that never ends at the top level of a "
        "cell?)"),
     N_("{cell}: still the stub (it raises NotImplementedError)"),
+    N_("{cell}: syntax error at line {line} of the cell ({error}): none of the cell ran, so "
+       "nothing it defines is graded. The grading runs Python {version}: code written for a "
+       "newer Python (3.12's f-strings that reuse their quotes inside, for one) is a syntax "
+       "error there"),
     # the worker's (``_worker.py``), a value of the student's it cannot send the grader
     N_("the result could not be sent: {error}"),
 )
@@ -123,6 +127,14 @@ class Loaded:
 GIVEN_PREFIX = "given_"
 # The training notebook's first cell (it loads the student's attention notebook).
 GATE_ID = assignments.TRAINING.gate_cell
+
+
+def keeps(cell: dict, given: bool = False) -> bool:
+    """Whether the loader runs ``cell`` (a cell as ``read_cells`` gives it): a solution
+    cell, a cell tagged ``setup``, a cell without nbgrader metadata (the student's own);
+    with ``given``, the given cells of the training notebook too; not the grade cells,
+    the locked cells, the lesson and the visible tests."""
+    return _keep(cell, given)
 
 
 def _keep(cell, given=False):
@@ -581,6 +593,90 @@ def _compile_cell(source, filename, allowed):
     return compile(tree, filename, "exec"), transformer.missing
 
 
+# What a cell defines at its top level, read from its lines when it does not parse: ``def``,
+# ``class`` and assignments at the start of a line.
+DEFINES = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)"
+                     r"|^([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+
+
+def syntax_error_message(cell: str, error: SyntaxError) -> str:
+    """How a loading error says that ``cell`` (``cell_name``) does not parse: the line of
+    the cell and Python's message, that none of the cell ran, and the Python version of
+    the grading (a cell written for a newer Python is a syntax error there).
+
+    Args:
+        cell: str, the cell as ``cell_name`` names it.
+        error: the ``SyntaxError`` (or ``IndentationError``) of compiling its code.
+
+    Returns:
+        str, in the current language.
+    """
+    return _("{cell}: syntax error at line {line} of the cell ({error}): none of the cell "
+             "ran, so nothing it defines is graded. The grading runs Python {version}: code "
+             "written for a newer Python (3.12's f-strings that reuse their quotes inside, for "
+             "one) is a syntax error there").format(
+                 cell=cell, line=error.lineno if error.lineno is not None else "?",
+                 error=str(error.msg)[:200], version=".".join(map(str, sys.version_info[:2])))
+
+
+def undefined_by_syntax(path: str, assignment=assignments.DEFAULT.name) -> dict[str, str]:
+    """The names a cell of the submission ``path`` would define, had it parsed, each with
+    ``syntax_error_message`` of that cell: what the graders say instead of "not defined".
+    Read by the grader from the file (no code of the submission runs): the cells ``load``
+    runs, compiled only; a cell's names are its graded part (from its nbgrader id) and the
+    ``def``, ``class`` and assignments at the start of its lines (``DEFINES``).
+
+    Args:
+        path: str, a ``.ipynb`` notebook or a ``.py`` module.
+        assignment: the ``assignments.Assignment`` or its name (which cells ``load`` runs).
+
+    Returns:
+        dict name -> message (first failing cell wins); empty when every cell parses or the
+        file cannot be read.
+    """
+    try:
+        if path.endswith(".py"):
+            with open(path, encoding="utf-8") as f:
+                chunks, cells = [(0, f.read())], []
+        else:
+            chunks = code_of_notebook(path, given=assignments.get(assignment).given_cells)
+            cells = _cells(path)
+    except (OSError, UnicodeDecodeError, SubmissionError):
+        return {}
+    out: dict[str, str] = {}
+    for index, source in chunks:
+        try:
+            compile(source, "<cell>", "exec", dont_inherit=True)  # compiled, never run
+            continue
+        except SyntaxError as exc:
+            error = exc
+        except (ValueError, RecursionError, MemoryError):
+            continue
+        why = syntax_error_message(_cell_name(index, cells), error)
+        for name in cell_definitions(cells[index] if cells else None, source):
+            out.setdefault(name, why)
+    return out
+
+
+def cell_definitions(cell: dict | None, source: str) -> list[str]:
+    """The names a cell defines, read without running or parsing it: its graded part
+    (from its nbgrader id: ``softmax_solution`` defines ``softmax``) and the ``def``,
+    ``class`` and assignments at the start of its lines (``DEFINES``).
+
+    Args:
+        cell: the cell (as ``read_cells`` gives it), or None (a ``.py`` file).
+        source: str, its code as the loader runs it.
+
+    Returns:
+        list of str, the part first, without repeats.
+    """
+    grade_id = _grade_id(cell) if cell is not None else None
+    part = next((grade_id[: -len(s)] for s in PART_SUFFIXES if grade_id and
+                 grade_id.endswith(s) and len(grade_id) > len(s)), None)
+    names = ([part] if part else []) + [a or b for a, b in DEFINES.findall(source)]
+    return list(dict.fromkeys(names))
+
+
 class CellTimeout(BaseException):
     """A cell of the submission ran past its time limit while loading."""
 
@@ -589,7 +685,8 @@ def _alarm(signum, frame):
     raise CellTimeout()
 
 
-def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowed_modules=None):
+def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowed_modules=None,
+         on_cell=None, skip=()):
     """Run a submission's code in a fresh namespace.
 
     Args:
@@ -605,6 +702,11 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
             grading environment provides (default ``config.DEFAULT_ALLOWED_MODULES``); an
             import of anything else (the standard library aside) is not run: its names
             are bound to ``UnavailableModule`` and the cell says so in ``cell_errors``.
+        on_cell: called with each cell's index in the notebook (0 for a ``.py`` file)
+            before it runs: how the jailed worker tells the grader which cell runs, so
+            that the grader can stop one that never finishes (``sandbox.Sandbox``).
+        skip: indices of cells not to run: cells the grader stopped on an earlier load,
+            and the kit's own cells that lost their metadata (``evidence.kit_cells``).
 
     Returns:
         Loaded. A cell that raises is recorded in ``cell_errors`` and the next cells still
@@ -641,14 +743,22 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
     use_alarm = bool(cell_time_limit) and hasattr(signal, "SIGALRM") and \
         threading.current_thread() is threading.main_thread()
     for index, source in chunks:
+        if index in skip:
+            continue
+        if on_cell is not None:
+            on_cell(index)
         if with_given:  # after the gate's definitions too
             namespace.update(require_gate=_no_op, require_implemented=_no_op)
         sink = io.StringIO()
         previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
         try:
             # (the release's own given cells import what they need: not judged)
-            code, missing = _compile_cell(source, f"{os.path.basename(path)} cell {index}",
-                                          None if index in given else allowed_modules)
+            try:
+                code, missing = _compile_cell(source, f"{os.path.basename(path)} cell {index}",
+                                              None if index in given else allowed_modules)
+            except SyntaxError as exc:  # nothing of the cell runs (as in Jupyter)
+                loaded.cell_errors.append(syntax_error_message(_cell_name(index, cells), exc))
+                continue
             if missing:
                 loaded.cell_errors.append((_(
                     "{cell}: imports {modules}, which the grading environment does not "
