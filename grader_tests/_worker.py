@@ -220,9 +220,9 @@ def main():
                     on_cell=lambda index: send(conn, {"op": "cell", "index": index}, table),
                     skip=frozenset(int(i) for i in request.get("skip", ())))
                 namespace = loaded.namespace
-                errors = loaded.cell_errors
+                errors, timed_out = loaded.cell_errors, loaded.timed_out
             except submission.SubmissionError as exc:
-                namespace, errors = {}, [str(exc)]
+                namespace, errors, timed_out = {}, [str(exc)], []
             callees = request.get("callees") or {}
             loaded_state.update(namespace=namespace, spec_names=spec_names,
                                 callees={str(k): tuple(v) for k, v in callees.items()})
@@ -230,7 +230,8 @@ def main():
             for key in list(request.get("names", spec_names)) + list(request.get("variables", ())):
                 if key in namespace:
                     names[key] = describe(namespace[key])
-            reply = {"op": "loaded", "names": names, "cell_errors": errors}
+            reply = {"op": "loaded", "names": names, "cell_errors": errors,
+                     "timed_out": timed_out}
         else:
             reply = serve(request)
         send(conn, reply, table)

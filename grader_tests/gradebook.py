@@ -244,8 +244,8 @@ def autograde_converter() -> type:
                 else:
                     from .release_ledger import ASSIGNMENT, not_released  # the instructor's decision
 
-                    problem = None if found["assignment_id"] != ASSIGNMENT else \
-                        not_released(self.coursedir.root, found["student_id"])
+                    problem = None if found is None or found["assignment_id"] != ASSIGNMENT \
+                        else not_released(self.coursedir.root, found["student_id"])
                     if problem is not None:
                         self.log.error("Not graded: %r: %s", folder, problem)
                         del self.assignments[folder]

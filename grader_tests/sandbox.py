@@ -74,11 +74,13 @@ PACKAGE = os.path.basename(HERE)
 
 
 class _CellHung(Exception):
-    """Cell ``index`` of the submission ran past its time while it loaded."""
+    """Cell ``index`` of the submission ran past its time while it loaded: still running
+    ``seconds`` after it started (None: its time plus ``CELL_GRACE_SECONDS``, when the
+    grader stopped the worker), or stopped by the worker's own alarm at its time."""
 
-    def __init__(self, index):
+    def __init__(self, index, seconds=None):
         super().__init__(index)
-        self.index = index
+        self.index, self.seconds = index, seconds
 
 
 class RemoteError(Exception):
@@ -149,7 +151,7 @@ class Sandbox:
             except _CellHung as hung:
                 if len(self.skipped) >= MAX_SKIPPED_CELLS:
                     raise StudentTimeout() from None
-                self.skipped[hung.index] = self._skip_message(hung.index)
+                self.skipped[hung.index] = self._skip_message(hung.index, hung.seconds)
 
     def undefined(self):
         """Why the submission does not define what it meant to, read by the grader from
@@ -174,7 +176,7 @@ class Sandbox:
                     why.setdefault(name, self.skipped[0])
         return why
 
-    def _skip_message(self, index):
+    def _skip_message(self, index, seconds=None):
         """What ``cell_errors`` says of cell ``index``, skipped: the cell named as
         ``submission.cell_name`` names it, read by the grader from the file."""
         try:
@@ -186,7 +188,8 @@ class Sandbox:
         return i18n._("{cell}: still running after {seconds:g} s while the submission "
                       "loaded (a loop that never ends at the top level of a cell?): skipped, "
                       "and the rest of the submission graded without it").format(
-                          cell=where, seconds=self.load_time_limit / 3 + CELL_GRACE_SECONDS)
+                          cell=where, seconds=self.load_time_limit / 3 + CELL_GRACE_SECONDS
+                          if seconds is None else seconds)
 
     def _start(self):
         parent, child = socket.socketpair()
@@ -246,6 +249,15 @@ class Sandbox:
         if reply.get("op") != "loaded" or not isinstance(reply.get("names"), dict):
             self.stop()
             raise WorkerDied()
+        stopped = [i for i in reply.get("timed_out") or () if type(i) is int
+                   and i not in self.skipped]
+        if stopped:
+            # A cell the worker's own alarm stopped is skipped as one the grader stopped is,
+            # and the submission loaded again without it: what the cell left behind (memory
+            # it holds, a namespace half made) would otherwise count against every function
+            # graded after it. (Only the student's own grade depends on this report.)
+            self.stop()
+            raise _CellHung(stopped[0], self.load_time_limit / 3)
         self.names = {str(k): v for k, v in reply["names"].items() if isinstance(v, dict)}
         self.cell_errors = (list(self.skipped.values()) +
                             [str(e) for e in reply.get("cell_errors", [])])[:200]

@@ -115,11 +115,13 @@ class SubmissionError(Exception):
 
 @dataclass
 class Loaded:
-    """A loaded submission: its namespace and what went wrong while running its cells."""
+    """A loaded submission: its namespace, what went wrong while running its cells, and
+    the indices of the cells stopped at their time limit (``timed_out``)."""
 
     path: str
     namespace: dict
     cell_errors: list = field(default_factory=list)
+    timed_out: list = field(default_factory=list)
 
 
 # Locked cells of the training notebook whose grade id starts with this define the model,
@@ -780,6 +782,7 @@ def load(path, cell_time_limit=None, assignment=assignments.DEFAULT.name, allowe
                     if use_alarm:
                         signal.setitimer(signal.ITIMER_REAL, 0)
         except CellTimeout:
+            loaded.timed_out.append(index)
             loaded.cell_errors.append(_("{cell}: stopped after {seconds:g} s (a loop that "
                                         "never ends at the top level of a cell?)").format(
                                             cell=_cell_name(index, cells),

@@ -240,17 +240,19 @@ OPS_PASSTHROUGH = '''
 '''
 
 # A notebook cell that floods the kernel's IOPub socket: forty displays of 15 MB each,
-# serialised once and sent as they are (so they cost the kernel nothing), each under
-# ZeroMQ's per-part limit (``JailedExecute.message_limit``). Received and decoded whole,
-# they held some 1.5 GB of the grader's memory before its output budget counted them.
+# serialised once and written to the socket as raw frames, past the kernel's own refusal
+# of a too-large output (``grader_tests._kernel``, which a student's code can go around)
+# and each under ZeroMQ's per-part limit (``JailedExecute.message_limit``). Received and
+# decoded whole, they held some 1.5 GB of the grader's memory before its output budget
+# counted them.
 IOPUB_FLOOD = '''
-import json
 kernel = get_ipython().kernel
-packed = json.dumps({"data": {"text/plain": "x" * 15_000_000}, "metadata": {},
-                     "transient": {}}).encode()
+message = kernel.session.msg("display_data", content={"data": {"text/plain": "x" * 15_000_000},
+                                                      "metadata": {}, "transient": {}},
+                             parent=kernel.get_parent("shell"))
+frames = kernel.session.serialize(message)
 for _ in range(40):
-    kernel.session.send(kernel.iopub_socket, "display_data", content=packed,
-                        parent=kernel.get_parent("shell"))
+    kernel.iopub_socket.send_multipart(frames)
 print("flooded")
 '''
 

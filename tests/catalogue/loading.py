@@ -56,7 +56,8 @@ def _fstring_of_python_312(nb):
 
 def _image_of_20_mb(nb):
     # a cell of the student's, after softmax's, showing a 20 MB PNG (27 MB as base64 in
-    # the kernel's message, past the 16 MiB a message may hold while grading)
+    # the kernel's message, past the 16 MiB a message part may hold while grading and past
+    # the kernel's whole 4 MiB budget, the largest output it is told it may send)
     at = nb.cells.index(_solution(nb, "softmax")) + 1
     nb.cells.insert(at, nbformat.v4.new_code_cell(
         "from IPython.display import Image, display\n"
@@ -104,7 +105,7 @@ LOADING = [
             lost={"layer_norm_forward": "not-implemented",
                   "layer_norm_backward": "not-implemented"}),
     Loading("a 20 MB image shown", _image_of_20_mb, path="kernel",
-            cause=("was refused", "at most 16 MiB", "the rest of the cell and of the notebook "
+            cause=("was refused", "at most 4 MiB", "the rest of the cell and of the notebook "
                    "ran")),
     Loading("cells without their nbgrader metadata", _metadata_lost, cause=()),
 ]
