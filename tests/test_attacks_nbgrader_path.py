@@ -250,7 +250,7 @@ def test_an_iopub_flood_stops_that_kernel_and_the_classmate_is_graded_as_usual(c
     assert peak < 400 * 2**20, f"nbgrader's autograde peaked at {peak / 2**20:.0f} MiB"
     graded = nbformat.read(str(course / "autograded" / "flood" / "attention" /
                                "attention.ipynb"), 4)
-    flood = next(c for c in graded.cells if "kernel.session.send" in c.source)
+    flood = next(c for c in graded.cells if "send_multipart" in c.source)
     assert [o.get("ename") for o in flood.outputs if o.get("output_type") == "error"] == [
         "OutputTooLarge"], flood.outputs
     assert "4 MiB" in flood.outputs[-1]["evalue"]
