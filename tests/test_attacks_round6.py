@@ -161,8 +161,6 @@ def numerical_backward_submission() -> str:
 
 @pytest.mark.slow  # grades two functions in the jail (about 30 s)
 @needs_jail
-@pytest.mark.xfail(strict=True, reason="a backward computed by complex-step differentiation "
-                                       "of the forward earns full marks, unflagged")
 def test_a_backward_nobody_derived_does_not_earn_the_backward_points(tmp_path):
     from grader_tests.sandbox import grade_isolated
 
@@ -172,9 +170,15 @@ def test_a_backward_nobody_derived_does_not_earn_the_backward_points(tmp_path):
     results, cell_errors, flags = grade_isolated(str(path), names=names)
     assert cell_errors == []
     scores = {name: (results[name].score, results[name].max_score) for name in names}
-    # The attack: {'layer_norm_backward': (10.0, 10.0), 'attention_backward': (10.0, 10.0)}
-    # and no flag. What the kit should answer: no points, or the grade withheld.
-    assert flags or all(score < full for score, full in scores.values()), scores
+    # The attack earned {'layer_norm_backward': (10.0, 10.0), 'attention_backward':
+    # (10.0, 10.0)} with no flag. Now the attention backward (about 1900 forward passes on
+    # 1600 entries) never keeps full marks unreviewed: it is flagged for review, its points
+    # kept for the instructor (grader_tests/derivation.py), or its answers are refused.
+    # (The layer-norm one costs some 0.06 passes per entry here, under derivation's
+    # threshold: not asserted.)
+    attention = results["attention_backward"]
+    assert attention.review or attention.score < attention.max_score, scores
+    assert flags, scores
 
 
 # --- 2. the mark of a finished feedback page, written by the student ------------------------
