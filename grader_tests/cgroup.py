@@ -400,7 +400,7 @@ def sweep_stale() -> list[str]:
             continue
         for name in names:
             match = pattern.match(name)
-            if not match or _alive(int(match.group(1))):
+            if not match or alive(int(match.group(1))):
                 continue
             path = os.path.join(base, name)
             if _kill_and_remove([path], 5.0):
@@ -408,7 +408,8 @@ def sweep_stale() -> list[str]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """True if process ``pid`` exists (one of another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -634,16 +634,6 @@ def scratch_folder(kind: str) -> str:
     return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-{os.getpid()}-")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_folders(folder: str | None = None) -> list[str]:
     """Remove the grader's temporary folders whose making process has ended.
 
@@ -669,7 +659,7 @@ def sweep_stale_folders(folder: str | None = None) -> list[str]:
     for name in names:
         match = pattern.match(name)
         path = os.path.join(folder, name)
-        if not match or _alive(int(match.group(1))):
+        if not match or cgroup.alive(int(match.group(1))):
             continue
         try:
             if os.lstat(path).st_uid != os.getuid() or not os.path.isdir(path) \
